@@ -1,0 +1,1 @@
+"""wmsuite.assets"""

@@ -1,0 +1,1 @@
+"""wmsuite.cuda_ops"""

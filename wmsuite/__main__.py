@@ -1,0 +1,5 @@
+import sys
+
+from wmsuite.cli import main
+
+sys.exit(main())

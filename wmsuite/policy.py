@@ -1,0 +1,101 @@
+"""The Policy contract, the chunk queue behind `select_action`, and `module:attr` policy specs.
+
+A policy maps a batch of observations to a chunk of future actions:
+
+    obs = {"pixels": {camera: (B, H, W, 3) uint8}, "agent_pos": (B, D) float32,
+           "environment_state": (B, E) float32, "task": list[str] (optional)}
+    predict_action_chunk(obs) -> (B, H, A)   numpy float32 or a torch tensor
+
+Any object with `reset()` and `predict_action_chunk()` can be evaluated. Policies that keep
+per-environment state across calls (the scripted experts) also define `reset_envs(indices)`; the
+rollout engine then always calls them on the full batch so that batch row i is environment i.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections import deque
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the rollout engine needs from a policy."""
+
+    def reset(self) -> None:
+        """Forget all internal state (queues, per-env memory) before a new batch of episodes."""
+
+    def predict_action_chunk(self, obs: dict[str, Any]) -> Any:
+        """Return a (B, H, A) chunk of actions for a batch of observations."""
+
+
+def as_numpy_chunk(chunk: Any, batch: int) -> np.ndarray:
+    """Convert a policy's output to float32 numpy (B, H, A) and check it."""
+    if hasattr(chunk, "detach"):
+        chunk = chunk.detach().float().cpu().numpy()
+    chunk = np.asarray(chunk, dtype=np.float32)
+    if chunk.ndim == 2:
+        chunk = chunk[:, None, :]
+    if chunk.ndim != 3 or chunk.shape[0] != batch:
+        raise ValueError(f"policy returned an action chunk of shape {chunk.shape}, expected ({batch}, H, A)")
+    if not np.all(np.isfinite(chunk)):
+        raise ValueError("policy returned NaN or inf actions")
+    return chunk
+
+
+class ChunkQueue:
+    """Execute the first `n_action_steps` actions of each predicted chunk, then predict again.
+
+    Backs `select_action` for policies used in lockstep over a batch (all envs reset together).
+    """
+
+    def __init__(self, n_action_steps: int | None = None) -> None:
+        if n_action_steps is not None and n_action_steps < 1:
+            raise ValueError(f"n_action_steps must be >= 1, got {n_action_steps}")
+        self.n_action_steps = n_action_steps
+        self._queue: deque[np.ndarray] = deque()
+
+    def reset(self) -> None:
+        self._queue.clear()
+
+    def pop(self, predict: Any, obs: dict[str, Any]) -> np.ndarray:
+        """Return the next (B, A) action, calling `predict(obs) -> (B, H, A)` when the queue is empty."""
+        if not self._queue:
+            batch = len(obs["agent_pos"])
+            chunk = as_numpy_chunk(predict(obs), batch)  # (B, H, A)
+            steps = chunk.shape[1] if self.n_action_steps is None else min(self.n_action_steps, chunk.shape[1])
+            self._queue.extend(chunk[:, i] for i in range(steps))
+        return self._queue.popleft()
+
+
+def load_object(spec: str) -> Any:
+    """Resolve `package.module:attr` or `package.module:attr{"kw": 1}` to an object.
+
+    A callable attr (a class or factory) is called with the JSON keyword arguments; a non-callable
+    attr is returned as is and must not be given arguments.
+    """
+    if ":" not in spec:
+        raise ValueError(f"policy spec {spec!r} is not of the form 'package.module:attr' or 'module:attr{{json}}'")
+    module_name, _, rest = spec.partition(":")
+    attr, brace, kw_text = rest.partition("{")
+    kwargs: dict[str, Any] = {}
+    if brace:
+        try:
+            kwargs = json.loads("{" + kw_text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"keyword arguments in {spec!r} are not valid JSON: {err}") from err
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import module {module_name!r} from spec {spec!r}: {err}") from err
+    if not hasattr(module, attr):
+        raise ValueError(f"module {module_name!r} has no attribute {attr!r} (spec {spec!r})")
+    obj = getattr(module, attr)
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Policy)):
+        return obj(**kwargs)
+    if kwargs:
+        raise ValueError(f"{spec!r}: {attr!r} is not callable and cannot take keyword arguments")
+    return obj

@@ -1,0 +1,1 @@
+"""wmsuite.world_models"""
