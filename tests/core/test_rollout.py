@@ -1,0 +1,92 @@
+"""The rollout engine against an environment whose every trajectory is known."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from tests.core.helpers import ConstantPolicy, CounterEnv
+from wmsuite.rollout import RolloutConfig, rollout
+
+
+def vec(n: int) -> gym.vector.VectorEnv:
+    return gym.vector.SyncVectorEnv([lambda: CounterEnv() for _ in range(n)],
+                                    autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+
+
+@pytest.mark.parametrize("num_envs", [1, 3, 8])
+def test_every_episode_once_with_its_seed(num_envs):
+    eps = list(rollout(ConstantPolicy(1.0), vec(num_envs), RolloutConfig(episodes=7, seed=10, progress=False)))
+    assert sorted(e.meta["episode_index"] for e in eps) == list(range(7))
+    for e in eps:
+        start = (10 + e.meta["episode_index"]) % 5  # CounterEnv starts at seed % 5
+        assert e.meta["seed"] == 10 + e.meta["episode_index"]
+        assert e.state[0, 0] == start
+        # +1 per step until pos >= 3: steps = max(3 - start, 1)
+        assert e.length == max(3 - start, 1) and e.success and e.terminated
+        np.testing.assert_array_equal(e.state[:, 0], start + np.arange(e.length + 1))
+        assert e.obs["top"].shape == (e.length + 1, 4, 4, 3)
+
+
+def test_failures_truncate_and_skip_resumes():
+    cfg = RolloutConfig(episodes=4, seed=0, progress=False)
+    eps = list(rollout(ConstantPolicy(-1.0), vec(2), cfg, skip={1, 2}))
+    assert sorted(e.meta["episode_index"] for e in eps) == [0, 3]
+    assert all(e.truncated and not e.success and e.length == 10 for e in eps)
+
+
+def test_chunks_are_executed_then_replanned():
+    policy = ConstantPolicy(0.5, horizon=4)
+    eps = list(rollout(policy, vec(1), RolloutConfig(episodes=1, seed=0, n_action_steps=2, progress=False)))
+    assert eps[0].length == 6  # 0 -> 3 in steps of 0.5
+    assert len(policy.calls) == 3  # re-planned every 2 actions
+
+
+class ChunkEnv(CounterEnv):
+    """Takes a whole (3, 1) chunk per step, like a world model."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.Box(-1, 1, (3, 1), np.float32)
+
+    def step(self, action):
+        return super().step(np.asarray(action).sum(0))
+
+
+def test_chunk_env_gets_whole_chunks():
+    env = gym.vector.SyncVectorEnv([ChunkEnv, ChunkEnv], autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    eps = list(rollout(ConstantPolicy(0.5, horizon=5), env, RolloutConfig(episodes=2, seed=0, progress=False)))
+    e = next(e for e in eps if e.meta["episode_index"] == 0)
+    assert e.length == 6 and e.actions.shape == (6, 1)  # two chunks of three actions, +1.5 each
+    assert e.state[-1, 0] == 3.0
+
+
+def test_policy_with_wrong_action_size_is_refused():
+    class Wide(ConstantPolicy):
+        def predict_action_chunk(self, obs):
+            return np.zeros((len(obs["agent_pos"]), 2, 3), np.float32)
+
+    with pytest.raises(ValueError, match="actions of size 3"):
+        list(rollout(Wide(), vec(1), RolloutConfig(episodes=1, progress=False)))
+
+
+def test_stateful_policy_sees_full_batch_and_env_resets():
+    class Stateful(ConstantPolicy):
+        def __init__(self):
+            super().__init__(1.0, horizon=1)
+            self.resets = []
+
+        def reset_envs(self, idx):
+            self.resets.append(list(idx))
+
+    p = Stateful()
+    list(rollout(p, vec(3), RolloutConfig(episodes=5, seed=0, progress=False)))
+    assert set(p.calls) == {3}
+    assert p.resets[0] == [0, 1, 2] and sum(len(r) for r in p.resets) == 5
+
+
+def test_idle_envs_that_finish_are_reset():
+    # one episode, four envs: three idle envs run zeros; CounterEnv starting at >= 3 succeeds at once
+    eps = list(rollout(ConstantPolicy(0.0), vec(4), RolloutConfig(episodes=1, seed=3, progress=False)))
+    assert len(eps) == 1 and eps[0].success and eps[0].length == 1

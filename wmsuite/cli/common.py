@@ -1,0 +1,50 @@
+"""Helpers shared by the commands: turning a `--policy` spec into a policy object."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmsuite.checkpoint import is_checkpoint
+from wmsuite.policy import load_object
+
+POLICY_SPEC_HELP = (
+    "'expert' (the env's scripted expert at --skill), a checkpoint directory written by "
+    "`wmsuite train-policy`, or 'package.module:attr' with optional JSON kwargs, "
+    "e.g. 'wmsuite.envs.experts:make_expert{\"env_id\": \"wmsuite/PushCube-v0\", \"skill\": 0.5}'"
+)
+
+
+def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, seed: int = 0,
+                   device: str = "cpu") -> Any:
+    """Build the policy named by `spec` (see POLICY_SPEC_HELP)."""
+    if spec == "expert":
+        if env_id is None:
+            raise ValueError("--policy expert needs --env to know which task's expert to build")
+        from wmsuite.envs.experts import make_expert
+
+        return make_expert(env_id=env_id, skill=skill, seed=seed)
+    if is_checkpoint(spec):
+        from wmsuite.policies import load_policy
+
+        return load_policy(spec, device=device)
+    if Path(spec).exists():
+        raise ValueError(f"{spec} exists but is not a checkpoint directory (model.safetensors + config.json)")
+    return load_object(spec)
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002  (third-party code may still use the legacy global RNG)
+    torch.manual_seed(seed)
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=os.environ.get("WMSUITE_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,266 @@
+"""The rollout engine: any Policy against any Gymnasium VectorEnv, recording `Episode`s.
+
+    env = make_vector_env("wmsuite/PushCube-v0", num_envs=4)
+    for ep in rollout(policy, env, RolloutConfig(episodes=50, seed=0)):
+        ...                                   # streamed as each episode finishes
+
+- Episode i is reset with seed `cfg.seed + i`, whatever sub-environment runs it, so a run is
+  reproducible and an interrupted run can redo exactly the episodes it lacks (`skip=`).
+- The vector env runs with autoreset disabled: finished sub-environments are reset explicitly with
+  the next episode's seed (`options={"reset_mask": ...}`), or left idle once every episode is handed out.
+- Action chunks: an env whose single action space is 2-D `(H, A)` takes a whole chunk per step
+  (a world model); otherwise the engine keeps a queue per sub-environment and feeds the chunk one
+  action at a time, re-planning when the queue runs dry (every `n_action_steps` actions).
+- Policies with per-env memory (they define `reset_envs(indices)`) are always called on the full
+  batch, so row i is sub-environment i; stateless policies are called only on the rows that need a chunk.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from tqdm.auto import tqdm
+
+from wmsuite.policy import as_numpy_chunk
+from wmsuite.types import Episode
+
+
+@dataclass
+class RolloutConfig:
+    episodes: int = 10
+    """Number of episodes to finish."""
+    seed: int = 0
+    """Episode i is reset with seed `seed + i`."""
+    n_action_steps: int | None = None
+    """Actions executed from each predicted chunk before re-planning (default: the policy's
+    `n_action_steps` attribute if it has one, else the whole chunk)."""
+    record_frames: bool = True
+    """Keep camera frames in the recorded episodes (turn off for fast success-rate-only runs)."""
+    progress: bool = True
+    """Show a progress bar over finished episodes."""
+    policy_id: str = ""
+    """Stored in each episode's `meta["policy_id"]`."""
+    env_id: str = ""
+    """Stored in each episode's `meta["env_id"]`."""
+    extra_meta: dict[str, Any] = field(default_factory=dict)
+    """Merged into each episode's `meta`."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 0:
+            raise ValueError(f"episodes must be >= 0, got {self.episodes}")
+        if self.n_action_steps is not None and self.n_action_steps < 1:
+            raise ValueError(f"n_action_steps must be >= 1, got {self.n_action_steps}")
+
+
+def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
+                    env_kwargs: dict[str, Any] | None = None) -> gym.vector.VectorEnv:
+    """A VectorEnv with autoreset disabled; async workers create their env inside the worker.
+
+    `env_id` may carry the module that registers it (`"pkg.module:Ns/Name-v0"`); wmsuite's own ids
+    (`wmsuite/...`) get `wmsuite.envs` as that module, so workers started by spawn find them too.
+    """
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    full_id = env_id if ":" in env_id or not env_id.startswith("wmsuite/") else f"wmsuite.envs:{env_id}"
+    kwargs = dict(env_kwargs or {})
+    gym.spec(full_id)  # unknown ids fail here, in the parent, with gymnasium's list of near matches
+    fns = [_EnvFactory(full_id, kwargs) for _ in range(num_envs)]
+    mode = gym.vector.AutoresetMode.DISABLED
+    if asynchronous and num_envs > 1:
+        return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode, context="spawn")
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+
+
+@dataclass
+class _EnvFactory:
+    """Picklable env constructor for spawned workers."""
+
+    env_id: str
+    kwargs: dict[str, Any]
+
+    def __call__(self) -> gym.Env:
+        return gym.make(self.env_id, **self.kwargs)
+
+
+def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
+            skip: Iterable[int] = (), on_step: Callable[[dict[str, Any]], None] | None = None) -> Iterator[Episode]:
+    """Yield finished episodes (in finishing order) until every index in range(cfg.episodes) not in
+    `skip` is done. `on_step` receives each step's batched `info` (trust signals, logging)."""
+    todo = deque(i for i in range(cfg.episodes) if i not in set(skip))
+    if not todo:
+        return
+    n = env.num_envs
+    chunk_env = len(env.single_action_space.shape) == 2
+    stateful = hasattr(policy, "reset_envs")
+    steps_per_chunk = cfg.n_action_steps or getattr(policy, "n_action_steps", None)
+    policy.reset()
+
+    slot_episode = np.full(n, -1)  # episode index each sub-env is running, -1 when idle
+    records: list[_Recorder | None] = [None] * n
+    queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
+    bar = tqdm(total=len(todo), desc=f"rollout {cfg.policy_id or type(policy).__name__}",
+               disable=not cfg.progress, unit="ep")
+
+    def start(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any], np.ndarray]:
+        """Reset the masked sub-envs (autoreset is off, so finished ones must be reset before the next
+        step); those that get a new episode are returned as `working`, the rest stay idle."""
+        seeds: list[int | None] = [None] * n
+        working = np.zeros(n, bool)
+        for i in np.flatnonzero(mask):
+            queues[i].clear()
+            if todo:
+                slot_episode[i] = todo.popleft()
+                seeds[i] = cfg.seed + int(slot_episode[i])
+                working[i] = True
+        if stateful and working.any():
+            policy.reset_envs(np.flatnonzero(working))
+        if mask.all():
+            obs, info = env.reset(seed=seeds)
+        else:
+            obs, info = env.reset(seed=seeds, options={"reset_mask": mask})
+        for i in np.flatnonzero(working):
+            records[i] = _Recorder(_row(obs, i), _info_row(info, i), cfg.record_frames)
+        return obs, info, working
+
+    obs, info, _ = start(np.ones(n, bool))
+
+    try:
+        while (slot_episode >= 0).any():
+            active = slot_episode >= 0
+            action = _next_actions(policy, obs, queues, active, stateful, chunk_env, steps_per_chunk, env)
+            obs, reward, terminated, truncated, info = env.step(action)
+            if on_step is not None:
+                on_step(info)
+            done = (terminated | truncated) & active
+            for i in np.flatnonzero(active):
+                rec = records[i]
+                assert rec is not None
+                rec.add(action[i], float(reward[i]), _row(obs, i), _info_row(info, i))
+            for i in np.flatnonzero(done):
+                rec = records[i]
+                assert rec is not None
+                meta = {"env_id": cfg.env_id, "seed": cfg.seed + int(slot_episode[i]), "policy_id": cfg.policy_id,
+                        "episode_index": int(slot_episode[i]), **cfg.extra_meta}
+                yield rec.episode(bool(terminated[i]), bool(truncated[i]), meta)
+                records[i] = None
+                slot_episode[i] = -1
+                bar.update(1)
+            finished = terminated | truncated  # idle sub-envs may finish too: all must be reset
+            if finished.any() and (slot_episode >= 0).any() | bool(todo):
+                obs, _, _ = start(finished)
+    finally:
+        bar.close()
+
+
+def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarray]], active: np.ndarray,
+                  stateful: bool, chunk_env: bool, steps: int | None, env: gym.vector.VectorEnv) -> np.ndarray:
+    """(n, A) actions, or (n, H, A) chunks for a chunk env; idle rows get zeros."""
+    n = len(queues)
+    space = env.single_action_space
+    if chunk_env:  # the env consumes the whole chunk at once
+        chunk = as_numpy_chunk(policy.predict_action_chunk(obs), n)  # (n, H', A)
+        horizon = space.shape[0]
+        if chunk.shape[1] < horizon:
+            raise ValueError(f"the env takes chunks of {horizon} actions, the policy predicts {chunk.shape[1]}")
+        out = chunk[:, :horizon].copy()
+        out[~active] = 0.0
+        return np.clip(out, space.low, space.high).astype(space.dtype)
+    need = np.array([active[i] and not queues[i] for i in range(n)])
+    if need.any():
+        rows = np.arange(n) if stateful else np.flatnonzero(need)
+        chunk = as_numpy_chunk(policy.predict_action_chunk(_index(obs, rows)), len(rows))  # (len(rows), H, A)
+        if chunk.shape[-1] != space.shape[-1]:
+            raise ValueError(f"policy returned actions of size {chunk.shape[-1]}; the env takes {space.shape[-1]}")
+        take = chunk.shape[1] if steps is None else min(steps, chunk.shape[1])
+        for r, i in enumerate(rows):
+            if need[i]:
+                queues[i].extend(chunk[r, :take])
+    out = np.zeros((n, *space.shape), dtype=space.dtype)
+    for i in np.flatnonzero(active):
+        out[i] = queues[i].popleft()
+    return out
+
+
+def _index(tree: Any, rows: np.ndarray) -> Any:
+    if isinstance(tree, dict):
+        return {k: _index(v, rows) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [tree[r] for r in rows]
+    return tree[rows]
+
+
+def _row(tree: Any, i: int) -> Any:
+    if isinstance(tree, dict):
+        return {k: _row(v, i) for k, v in tree.items()}
+    return np.array(tree[i], copy=True)
+
+
+def _info_row(info: dict[str, Any], i: int) -> dict[str, Any]:
+    """Sub-env i's entries of a vector env's info dict (keys with a `_key` mask that is set)."""
+    out = {}
+    for k, v in info.items():
+        if k.startswith("_"):
+            continue
+        mask = info.get("_" + k)
+        if mask is not None and not mask[i]:
+            continue
+        out[k] = _row(v, i) if isinstance(v, dict) else v[i]
+    return out
+
+
+class _Recorder:
+    """Accumulates one sub-environment's episode."""
+
+    def __init__(self, obs: dict[str, Any], info: dict[str, Any], frames: bool) -> None:
+        self.frames = frames
+        self.pixels: dict[str, list[np.ndarray]] = {c: [f] for c, f in obs.get("pixels", {}).items()} if frames else {}
+        self.state = [_flat(obs, "agent_pos")]
+        self.env_state = [_flat(obs, "environment_state")]
+        self.actions: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.success = bool(info.get("is_success", False))
+        self.task = str(info.get("task", ""))
+        self.sim = [info["sim_state"]] if "sim_state" in info else None
+        self.trust: list[dict[str, float]] = []
+
+    def add(self, action: np.ndarray, reward: float, obs: dict[str, Any], info: dict[str, Any]) -> None:
+        if self.frames:
+            for c, f in obs.get("pixels", {}).items():
+                self.pixels[c].append(f)
+        self.state.append(_flat(obs, "agent_pos"))
+        self.env_state.append(_flat(obs, "environment_state"))
+        action = np.asarray(action, np.float32)
+        self.actions.append(action.reshape(-1, action.shape[-1]) if action.ndim == 2 else action[None])
+        self.rewards.append(reward)
+        self.success = bool(info.get("is_success", False))
+        if self.sim is not None and "sim_state" in info:
+            self.sim.append(info["sim_state"])
+        trust = {k: float(v) for k, v in info.items() if k.startswith("trust/")}
+        if trust:
+            self.trust.append(trust)
+
+    def episode(self, terminated: bool, truncated: bool, meta: dict[str, Any]) -> Episode:
+        # (T, A). A chunk env takes H actions per step and returns one observation after them: the
+        # episode then holds every action, and each observation is repeated over its chunk's actions.
+        actions = np.concatenate(self.actions, 0)
+        steps = len(self.actions)
+        per = actions.shape[0] // steps
+        idx = np.minimum(np.arange(actions.shape[0] + 1) // per, steps)  # (T+1,) observation per time
+        obs = {c: np.stack(f)[idx] for c, f in self.pixels.items()}
+        rewards = np.zeros(actions.shape[0], np.float32)
+        rewards[per - 1 :: per] = self.rewards
+        if self.trust:
+            meta = {**meta, "trust": {k: [t[k] for t in self.trust] for k in self.trust[0]}}
+        sim = np.stack(self.sim)[idx] if self.sim is not None and len(self.sim) == steps + 1 else None
+        return Episode(obs=obs, state=np.stack(self.state)[idx], env_state=np.stack(self.env_state)[idx],
+                       actions=actions, rewards=rewards, success=self.success, terminated=terminated,
+                       truncated=truncated, sim_states=sim, task=self.task, meta=meta)
+
+
+def _flat(obs: dict[str, Any], key: str) -> np.ndarray:
+    return np.asarray(obs.get(key, np.zeros(0)), np.float32).reshape(-1)
