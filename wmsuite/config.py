@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, .
         elif origin in (list, tuple):
             (inner, *_) = typing.get_args(tp) or (str,)
             parser.add_argument(flag, type=inner, nargs="*", default=default, help=help_text)
-        elif origin is dict:
+        elif origin is dict or tp is dict:
             parser.add_argument(flag, type=json.loads, default=default, help=help_text + " (JSON)")
         elif origin is typing.Literal:
             choices = typing.get_args(tp)
@@ -100,9 +100,12 @@ def from_namespace(cls: type[T], ns: argparse.Namespace, **overrides: Any) -> T:
     """Build the dataclass from parsed arguments; `__post_init__` validates."""
     kwargs = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls) if f.init and hasattr(ns, f.name)}
     kwargs.update(overrides)
+    hints = _resolve(cls)
     for key, value in list(kwargs.items()):
-        if isinstance(value, str) and value.lower() == "none":
+        if isinstance(value, str) and value.lower() == "none" and _scalar_type(hints[key])[1]:
             kwargs[key] = None
+        elif isinstance(value, list) and typing.get_origin(_scalar_type(hints[key])[0]) is tuple:
+            kwargs[key] = tuple(value)
     return cls(**kwargs)  # type: ignore[call-arg]
 
 
