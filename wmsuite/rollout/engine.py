@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -68,7 +69,10 @@ def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     full_id = env_id if ":" in env_id or not env_id.startswith("wmsuite/") else f"wmsuite.envs:{env_id}"
     kwargs = dict(env_kwargs or {})
-    gym.spec(full_id)  # unknown ids fail here, in the parent, with gymnasium's list of near matches
+    module, _, name = full_id.rpartition(":")
+    if module:
+        importlib.import_module(module)  # what gym.make does in each worker, done here once to check the id
+    gym.spec(name)  # unknown ids fail here, in the parent, with gymnasium's list of near matches
     fns = [_EnvFactory(full_id, kwargs) for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.DISABLED
     if asynchronous and num_envs > 1:
