@@ -1,1 +1,60 @@
-"""wmsuite.envs"""
+"""wmsuite.envs: the built-in MuJoCo tasks, registered with Gymnasium on import, and their scripted experts.
+
+    import wmsuite.envs
+    env = wmsuite.envs.make_env("wmsuite/PushCube-v0", image_size=64)
+
+Ids (see each module's docstring for scene, spaces and success):
+    wmsuite/PushCube-v0   envs/push_cube.py   push a cube into a goal disk, top camera, 2-D actions
+    wmsuite/PickPlace-v0  envs/pick_place.py  pick a cube and place it on a target, front + wrist cameras
+
+Scripted experts with a skill knob: `wmsuite.envs.experts:make_expert{"env_id": ..., "skill": 0.5}`.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
+
+from typing import Any
+
+import gymnasium as gym
+
+# id -> (entry point, max_episode_steps). The one registry of built-in tasks; tests sweep it.
+_REGISTRY: dict[str, tuple[str, int]] = {
+    "wmsuite/PushCube-v0": ("wmsuite.envs.push_cube:PushCubeEnv", 80),
+    "wmsuite/PickPlace-v0": ("wmsuite.envs.pick_place:PickPlaceEnv", 120),
+}
+ENV_IDS: tuple[str, ...] = tuple(_REGISTRY)  # the built-in MuJoCo tasks (no extras needed)
+
+
+def _register() -> None:
+    """Register every id with Gymnasium; importing this package twice registers nothing new."""
+    for env_id, (entry_point, max_steps) in _REGISTRY.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_steps)
+
+
+_register()
+
+
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """`gymnasium.make` for a wmsuite id, with an error that lists the known ids.
+
+    Built-in tasks take: image_size (int, 64), cameras (names; () drops the "pixels" entry),
+    render_mode ("rgb_array" or None), render_size (int), terminate_on_success (bool, True).
+    Other `wmsuite/` ids registered with Gymnasium (the robosuite and LIBERO wrappers) work too.
+    """
+    known = wmsuite_ids()
+    if env_id not in known:
+        raise ValueError(f"unknown wmsuite env id {env_id!r}; known ids: {', '.join(known)}")
+    return gym.make(env_id, **kwargs)
+
+
+def wmsuite_ids() -> tuple[str, ...]:
+    """Every `wmsuite/` id registered with Gymnasium now: the built-in ones first, then any others."""
+    others = sorted(i for i in gym.registry if i.startswith("wmsuite/") and i not in _REGISTRY)
+    return (*ENV_IDS, *others)
+
+
+__all__ = ["ENV_IDS", "make_env", "wmsuite_ids"]

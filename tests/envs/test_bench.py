@@ -1,0 +1,12 @@
+"""`bench_envs` runs a single env and a spawned AsyncVectorEnv and reports positive rates."""
+
+from __future__ import annotations
+
+from wmsuite.envs.bench import bench_envs
+
+
+def test_bench_envs_reports_single_and_vector_rates():
+    figures = bench_envs(["wmsuite/PushCube-v0"], steps=30, image_size=32, num_envs=2, warmup=5)
+    assert set(figures) == {"PushCube-v0.single_steps_per_s", "PushCube-v0.single_cpu_steps_per_s",
+                            "PushCube-v0.vector2_steps_per_s", "PushCube-v0.vector2_speedup"}
+    assert all(v > 0 for v in figures.values())

@@ -1,0 +1,92 @@
+"""Scripted experts: the Policy contract, per-env memory, and success that rises with skill."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from wmsuite.envs import ENV_IDS, make_env
+from wmsuite.envs.experts import EXPERTS, make_expert, run_expert
+
+from wmsuite.policy import Policy, load_object
+
+
+def test_every_task_has_an_expert():
+    assert set(EXPERTS) == set(ENV_IDS)
+    with pytest.raises(ValueError, match="experts exist for"):
+        make_expert("wmsuite/Nope-v0")
+    with pytest.raises(ValueError, match="skill must be"):
+        make_expert("wmsuite/PushCube-v0", skill=1.5)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_success_rises_with_skill(env_id):
+    """30 episodes each (env seeds 0-29), state-only envs; measured: 0.0 -> ~0%, 0.5 -> ~50%, 1.0 -> 100%."""
+    rates = {}
+    for skill in (0.0, 0.5, 1.0):
+        records = run_expert(env_id, skill, episodes=30, seed=0)
+        rates[skill] = np.mean([r["success"] for r in records])
+        if skill == 0.0:  # every episode has a failure mode, and they differ
+            assert len({r["mode"] for r in records}) >= 3 and "competent" not in {r["mode"] for r in records}
+        if skill == 1.0:
+            assert {r["mode"] for r in records} == {"competent"}
+    assert rates[0.0] <= 0.1, rates
+    assert 0.25 <= rates[0.5] <= 0.75, rates
+    assert rates[1.0] >= 0.95, rates
+    assert rates[0.0] + 0.2 < rates[0.5] < rates[1.0] - 0.2, rates
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_policy_contract_on_a_batch(env_id):
+    envs = [make_env(env_id, cameras=()) for _ in range(3)]
+    obs = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
+    batch = {k: np.stack([o[k] for o in obs]) for k in obs[0]}  # (B, D), (B, E)
+    expert = make_expert(env_id, skill=0.6, seed=1)
+    assert isinstance(expert, Policy)
+    chunk = expert.predict_action_chunk(batch)
+    assert chunk.shape == (3, 1, envs[0].action_space.shape[0]) and chunk.dtype == np.float32
+    assert np.all(np.abs(chunk) <= 1.0)
+    twin = make_expert(env_id, skill=0.6, seed=1)  # same seed: same personalities, same actions
+    np.testing.assert_array_equal(twin.predict_action_chunk(batch), chunk)
+    np.testing.assert_array_equal(twin.select_action(batch), expert.select_action(batch))
+    assert expert.select_action(batch).shape == (3, envs[0].action_space.shape[0])
+    modes = expert.modes()
+    expert.reset_envs([1])
+    assert expert.modes()[0] == modes[0] and expert.modes()[1] is None
+    expert.predict_action_chunk(batch)
+    assert expert.modes()[1] is not None  # row 1 got a new episode memory
+
+    with pytest.raises(ValueError, match="call reset"):
+        expert.predict_action_chunk({k: v[:2] for k, v in batch.items()})
+    expert.reset()
+    assert expert.predict_action_chunk({k: v[:2] for k, v in batch.items()}).shape[0] == 2
+    with pytest.raises(ValueError, match="leading batch axis"):
+        expert.predict_action_chunk(obs[0])
+    with pytest.raises(KeyError, match="environment_state"):
+        expert.predict_action_chunk({"agent_pos": batch["agent_pos"]})
+    for env in envs:
+        env.close()
+
+
+def test_expert_loads_from_a_cli_spec():
+    expert = load_object('wmsuite.envs.experts:make_expert{"env_id": "wmsuite/PickPlace-v0", "skill": 0.5}')
+    assert type(expert).__name__ == "PickPlaceExpert" and expert.skill == 0.5
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_expert_drives_a_gymnasium_vector_env_with_autoreset(env_id):
+    """Rows are independent episodes: after an env ends, `reset_envs` gives that row a fresh memory."""
+    envs = gym.vector.SyncVectorEnv([lambda: make_env(env_id, cameras=())] * 3)
+    expert = make_expert(env_id, skill=1.0, seed=0)
+    obs, _ = envs.reset(seed=[0, 1, 2])
+    ended, succeeded = 0, 0
+    autoreset = np.zeros(3, bool)  # Gymnasium's next-step autoreset: the next step resets these envs
+    for _ in range(70):
+        obs, _, terminated, truncated, info = envs.step(expert.select_action(obs))
+        expert.reset_envs(np.flatnonzero(autoreset))  # those rows now hold a first observation
+        done = (terminated | truncated) & ~autoreset
+        ended += done.sum()
+        succeeded += (done & info["is_success"]).sum()
+        autoreset = terminated | truncated
+    envs.close()
+    assert ended >= 6 and succeeded == ended
