@@ -14,8 +14,8 @@ from wmsuite.checkpoint import is_checkpoint
 from wmsuite.policy import load_object
 
 POLICY_SPEC_HELP = (
-    "'expert' (the env's scripted expert at --skill), a checkpoint directory written by "
-    "`wmsuite train-policy`, or 'package.module:attr' with optional JSON kwargs, "
+    "'expert' (the env's scripted expert at --skill) or 'expert@0.5', a checkpoint directory written by "
+    "`wmsuite train-policy` (or 'assets:policies/<name>' for a shipped one), or 'package.module:attr' with optional JSON kwargs, "
     "e.g. 'wmsuite.envs.experts:make_expert{\"env_id\": \"wmsuite/PushCube-v0\", \"skill\": 0.5}'"
 )
 
@@ -23,13 +23,18 @@ POLICY_SPEC_HELP = (
 def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, seed: int = 0,
                    device: str = "cpu") -> Any:
     """Build the policy named by `spec` (see POLICY_SPEC_HELP)."""
-    if spec == "expert":
+    if spec == "expert" or spec.startswith("expert@"):
         if env_id is None:
             raise ValueError("--policy expert needs --env to know which task's expert to build")
+        if spec.startswith("expert@"):
+            try:
+                skill = float(spec[len("expert@"):])
+            except ValueError as err:
+                raise ValueError(f"policy spec {spec!r}: the skill after 'expert@' must be a number") from err
         from wmsuite.envs.experts import make_expert
 
         return make_expert(env_id=env_id, skill=skill, seed=seed)
-    if is_checkpoint(spec):
+    if spec.startswith("assets:") or is_checkpoint(spec):
         from wmsuite.policies import load_policy
 
         return load_policy(spec, device=device)

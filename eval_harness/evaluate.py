@@ -1,0 +1,177 @@
+"""Evaluate policies in a real simulator and in a learned one, from the same initial states.
+
+    result = evaluate(EvalSetup(env_id=..., policies=[PolicyEntry(name, spec), ...], wm_path=...), out_dir)
+
+For every policy, N episodes run (a) in the real env and (b) in a `WorldModelEnv` whose context is
+the real env's first observation for the same seed, both through the shared rollout engine.
+
+Resumable and reproducible: episodes run in *waves* of `num_envs` (episodes w*n .. w*n+n-1). Before a
+wave the policy is rebuilt from its spec and torch/numpy are reseeded from (seed, policy, wave), and
+the world model's sampling noise is seeded from the wave's seeds, so a wave's outcomes depend only on
+its seeds. Every finished episode is appended to `episodes.jsonl` at once; a rerun with the same
+output directory skips complete waves and redoes incomplete ones whole, keeping the first record
+of each episode, so an interrupted evaluation finishes with the numbers an uninterrupted one gives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmsuite.eval_harness.metrics import all_metrics, bootstrap
+from wmsuite.rollout import RolloutConfig, rollout
+from wmsuite.stats import wilson_interval
+from wmsuite.types import Episode
+
+SIMS = ("real", "wm")
+
+
+@dataclass
+class PolicyEntry:
+    name: str
+    """Label in the report."""
+    spec: str
+    """What `--policy` accepts (resolved by the caller's `make_policy`)."""
+
+
+@dataclass
+class EvalSetup:
+    env_id: str
+    policies: list[PolicyEntry]
+    episodes: int
+    num_envs: int
+    seed: int
+    make_policy: Callable[[str, int], Any]
+    """(spec, seed) -> a fresh policy object."""
+    make_env: Callable[[str], Any]
+    """sim ('real' | 'wm') -> a VectorEnv with `num_envs` sub-envs (created once, reused)."""
+
+
+class EpisodeLog:
+    """Per-episode records, streamed as JSONL; tolerates a torn last line from a killed run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.done: dict[tuple[str, str, int], dict[str, Any]] = {}
+        if path.exists():
+            text = path.read_text()
+            good = []
+            for line in text.splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line a kill cut short; its episode reruns
+                good.append(line)
+                self.done.setdefault((row["policy"], row["sim"], row["episode"]), row)
+            if len(good) != len(text.splitlines()) or (text and not text.endswith("\n")):
+                tmp = path.with_suffix(".jsonl.tmp")  # drop the torn line so appends start on a fresh one
+                tmp.write_text("".join(line + "\n" for line in good))
+                os.replace(tmp, path)
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115
+
+    def add(self, row: dict[str, Any]) -> None:
+        key = (row["policy"], row["sim"], row["episode"])
+        if key in self.done:
+            return
+        self.done[key] = row
+        self._file.write(json.dumps(row) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run what `out/episodes.jsonl` lacks, then compute every figure; returns the metrics dict."""
+    out.mkdir(parents=True, exist_ok=True)
+    log = EpisodeLog(out / "episodes.jsonl")
+    start = time.perf_counter()
+    envs: dict[str, Any] = {}
+    try:
+        for entry in setup.policies:
+            for sim in SIMS:
+                missing = [i for i in range(setup.episodes) if (entry.name, sim, i) not in log.done]
+                if not missing:
+                    continue
+                if sim not in envs:
+                    envs[sim] = setup.make_env(sim)
+                progress(f"{entry.name} in {sim}: {len(missing)} episodes to run")
+                for ep in _run_waves(setup, entry, envs[sim], missing):
+                    log.add(_record(entry.name, sim, ep))
+    finally:
+        log.close()
+        for env in envs.values():
+            env.close()
+    metrics = summarize(setup, log.done)
+    metrics["wall_time_s"] = time.perf_counter() - start
+    return metrics
+
+
+def _run_waves(setup: EvalSetup, entry: PolicyEntry, env: Any, missing: list[int]) -> Iterator[Episode]:
+    n = setup.num_envs
+    for wave in sorted({i // n for i in missing}):
+        members = set(range(wave * n, min((wave + 1) * n, setup.episodes)))
+        wave_seed = zlib.crc32(f"{setup.seed}/{entry.name}/{wave}".encode())
+        _seed_all(wave_seed)
+        policy = setup.make_policy(entry.spec, wave_seed)
+        cfg = RolloutConfig(episodes=setup.episodes, seed=setup.seed, record_frames=False, progress=False,
+                            policy_id=entry.name, env_id=setup.env_id)
+        yield from rollout(policy, env, cfg, skip=set(range(setup.episodes)) - members)
+
+
+def _seed_all(seed: int) -> None:
+    import random
+
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002  (policies may draw from the legacy global RNG)
+    torch.manual_seed(seed)
+
+
+def _record(policy: str, sim: str, ep: Episode) -> dict[str, Any]:
+    row = {"policy": policy, "sim": sim, "episode": ep.meta["episode_index"], "seed": ep.meta["seed"],
+           "success": ep.success, "length": ep.length}
+    for key, values in ep.meta.get("trust", {}).items():
+        row[key.replace("trust/", "trust_") + "_mean"] = float(np.mean(values))
+        row[key.replace("trust/", "trust_") + "_max"] = float(np.max(values))
+    return row
+
+
+def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]],
+              bootstrap_samples: int = 1000) -> dict[str, Any]:
+    """Per-policy success with Wilson intervals, cross-policy metrics with bootstrap intervals."""
+    rows, sim_outcomes, real_outcomes = [], [], []
+    for entry in setup.policies:
+        outcomes = {}
+        for sim in SIMS:
+            recs = [done[(entry.name, sim, i)] for i in range(setup.episodes) if (entry.name, sim, i) in done]
+            if len(recs) != setup.episodes:
+                raise RuntimeError(f"{entry.name} has {len(recs)}/{setup.episodes} {sim} episodes recorded")
+            outcomes[sim] = np.array([r["success"] for r in recs], bool)
+        real, pred = outcomes["real"], outcomes["wm"]
+        r_lo, r_hi = wilson_interval(int(real.sum()), len(real))
+        p_lo, p_hi = wilson_interval(int(pred.sum()), len(pred))
+        trust = [done[(entry.name, "wm", i)].get("trust_idm_error_mean", math.nan) for i in range(setup.episodes)]
+        rows.append({"name": entry.name, "spec": entry.spec, "real_success": float(real.mean()),
+                     "real_ci": [r_lo, r_hi], "predicted_success": float(pred.mean()), "predicted_ci": [p_lo, p_hi],
+                     "episode_agreement": float((real == pred).mean()),
+                     "idm_error": float(np.nanmean(trust)) if np.isfinite(trust).any() else math.nan})
+        real_outcomes.append(real)
+        sim_outcomes.append(pred)
+    metrics: dict[str, Any] = {"env": setup.env_id, "n_policies": len(rows), "episodes_per_policy": setup.episodes,
+                               "seed": setup.seed, "policies": rows}
+    if len(rows) >= 2:
+        metrics.update(all_metrics([r["predicted_success"] for r in rows], [r["real_success"] for r in rows]))
+        for name, (lo, hi) in bootstrap(sim_outcomes, real_outcomes, samples=bootstrap_samples, seed=setup.seed).items():
+            metrics[f"{name}_ci"] = [lo, hi]
+    return metrics
