@@ -37,6 +37,13 @@ def _register() -> None:
 
 _register()
 
+# robosuite (extra `sim`) and LIBERO (extra `libero`) ids: registered here, imported only on gym.make.
+from wmsuite.envs.libero_env import register_libero_envs  # noqa: E402
+from wmsuite.envs.robosuite_env import register_robosuite_envs  # noqa: E402
+
+ROBOSUITE_IDS: tuple[str, ...] = tuple(register_robosuite_envs())
+LIBERO_IDS: tuple[str, ...] = tuple(register_libero_envs())
+
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """`gymnasium.make` for a wmsuite id, with an error that lists the known ids.
@@ -57,4 +64,4 @@ def wmsuite_ids() -> tuple[str, ...]:
     return (*ENV_IDS, *others)
 
 
-__all__ = ["ENV_IDS", "make_env", "wmsuite_ids"]
+__all__ = ["ENV_IDS", "LIBERO_IDS", "ROBOSUITE_IDS", "make_env", "wmsuite_ids"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
 from wmsuite.envs import ENV_IDS, make_env
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
+
 from wmsuite.envs import make_env
 from wmsuite.envs.pick_place import ACTION_SCALE as PP_SCALE
 from wmsuite.envs.pick_place import CUBE_HALF as PP_CUBE_HALF
@@ -277,8 +278,13 @@ EXPERTS: dict[str, type[ScriptedExpert]] = {cls.ENV_ID: cls for cls in (PushCube
 
 def make_expert(env_id: str, skill: float = 1.0, seed: int = 0) -> ScriptedExpert:
     """The scripted expert of a built-in task (a CLI policy spec: `wmsuite.envs.experts:make_expert{...}`)."""
+    if env_id.startswith("wmsuite/robosuite-"):
+        from wmsuite.envs.robosuite_experts import make_robosuite_expert
+
+        return make_robosuite_expert(env_id, skill=skill, seed=seed)
     if env_id not in EXPERTS:
-        raise ValueError(f"no scripted expert for {env_id!r}; experts exist for {', '.join(EXPERTS)}")
+        raise ValueError(f"no scripted expert for {env_id!r}; experts exist for {', '.join(EXPERTS)} "
+                         "and the robosuite Lift and Stack tasks")
     return EXPERTS[env_id](skill=skill, seed=seed)
 
 

@@ -33,6 +33,7 @@ terminates on success unless `terminate_on_success=False`. Time limit: 120 steps
 from __future__ import annotations
 
 import numpy as np
+
 from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away
 
 TARGET_RADIUS = 0.04  # m, the radius of the target disk in pick_place.xml

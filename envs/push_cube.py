@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+
 from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away
 
 GOAL_RADIUS = 0.05  # m, the radius of the goal disk in push_cube.xml

@@ -7,10 +7,10 @@ import random
 
 import pytest
 import torch
-from wmsuite.cuda_ops import SharedPrefixLayout, shared_prefix_attention
 
 from tests.cuda_ops.spa_oracle import MASKS, fwd_bwd, oracle_attention, qkv, random_layout
 from tests.cuda_ops.test_spa_reference import lowp_errors
+from wmsuite.cuda_ops import SharedPrefixLayout, shared_prefix_attention
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 pytest.importorskip("triton")

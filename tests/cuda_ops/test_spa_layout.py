@@ -6,9 +6,9 @@ import random
 
 import pytest
 import torch
-from wmsuite.cuda_ops import SharedPrefixLayout, mask_block, visible_pairs
 
 from tests.cuda_ops.spa_oracle import random_layout, sequence_mask
+from wmsuite.cuda_ops import SharedPrefixLayout, mask_block, visible_pairs
 
 
 def explicit_sequences(x: torch.Tensor, layout: SharedPrefixLayout) -> list[torch.Tensor]:

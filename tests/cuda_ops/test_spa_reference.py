@@ -7,10 +7,10 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
-import wmsuite.cuda_ops.reference as reference_module
-from wmsuite.cuda_ops import SharedPrefixLayout, reference_attention
 
+import wmsuite.cuda_ops.reference as reference_module
 from tests.cuda_ops.spa_oracle import MASKS, fwd_bwd, oracle_attention, qkv, random_layout
+from wmsuite.cuda_ops import SharedPrefixLayout, reference_attention
 
 
 def assert_matches_oracle(layout, hq, hkv, d, dtype=torch.float64, atol=1e-10, seed=0):

@@ -13,12 +13,12 @@ import random
 
 import pytest
 import torch
-import wmsuite.cuda_ops.attention as attention_module
-from wmsuite.cuda_ops import SharedPrefixLayout, shared_prefix_attention, use_backend
-from wmsuite.cuda_ops.attention import ENV_VAR
 
+import wmsuite.cuda_ops.attention as attention_module
 from tests.cuda_ops.spa_oracle import MASKS, fwd_bwd, oracle_attention, qkv, random_layout
 from tests.cuda_ops.test_spa_reference import lowp_errors
+from wmsuite.cuda_ops import SharedPrefixLayout, shared_prefix_attention, use_backend
+from wmsuite.cuda_ops.attention import ENV_VAR
 
 pytest.importorskip("triton")
 from wmsuite.cuda_ops.triton_op import triton_attention  # noqa: E402

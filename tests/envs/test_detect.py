@@ -5,6 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+
 from wmsuite.envs import make_env, pick_place, push_cube
 from wmsuite.envs.experts import make_expert
 

@@ -10,8 +10,9 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 import pytest
-import wmsuite.envs
 from gymnasium.utils.env_checker import check_env
+
+import wmsuite.envs
 from wmsuite.envs import ENV_IDS, make_env, pick_place, push_cube
 from wmsuite.envs.experts import make_expert
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
 from wmsuite.envs import ENV_IDS, make_env
 from wmsuite.envs.experts import EXPERTS, make_expert, run_expert
-
 from wmsuite.policy import Policy, load_object
 
 

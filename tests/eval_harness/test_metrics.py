@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wmsuite.eval_harness.metrics import all_metrics, bootstrap, kendall, mean_abs_error, mmrv, pearson, spearman
+from wmsuite.eval_harness.metrics import (
+    all_metrics,
+    bootstrap,
+    kendall,
+    mean_abs_error,
+    mmrv,
+    pearson,
+    spearman,
+)
 
 
 def test_perfect_ranking():

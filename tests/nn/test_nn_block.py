@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
-from wmsuite.cuda_ops import SharedPrefixLayout
 
 from tests.cuda_ops.spa_oracle import random_layout, sequence_mask
+from wmsuite.cuda_ops import SharedPrefixLayout
 from wmsuite.nn import BlockConfig, SharedPrefixBlock
 
 

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 
 from wmsuite.envs import ENV_IDS
-from wmsuite.envs.experts import make_expert
 from wmsuite.envs.bench import bench_envs
+from wmsuite.envs.experts import make_expert
 from wmsuite.logging import write_metrics
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 
