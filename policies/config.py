@@ -1,0 +1,75 @@
+"""Configuration of the action-chunk policies (flow matching and diffusion share it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class PolicyConfig:
+    kind: Literal["flow", "diffusion"] = "flow"
+    """Generator of the action head: 'flow' (pi0-style flow matching) or 'diffusion' (DDPM/DDIM)."""
+    horizon: int = 8
+    """H: actions predicted per chunk."""
+    n_action_steps: int = 4
+    """Actions executed from each chunk before predicting the next one (<= horizon)."""
+    n_obs_steps: int = 1
+    """Observations the policy conditions on (the current one; history is not supported yet)."""
+    cameras: tuple[str, ...] = ("top",)
+    """Cameras the image encoder reads (one CNN per camera); empty for a state-only policy."""
+    image_size: int = 64
+    """Images are resized to image_size x image_size before the encoder."""
+    use_env_state: bool = False
+    """Also condition on the privileged `environment_state` (object/goal positions), not only pixels + agent_pos."""
+    channels: tuple[int, ...] = (16, 32, 64, 64)
+    """Output channels of the stride-2 conv layers of each camera's CNN."""
+    feature_dim: int = 128
+    """Width of each camera's image feature and of the state feature."""
+    task_embed_dim: int = 0
+    """Width of a task/language embedding passed in obs['task_embedding'] (0: single-task, no slot)."""
+    hidden_dim: int = 256
+    """Width of the action head's MLP."""
+    head_layers: int = 3
+    """Hidden layers of the action head's MLP."""
+    num_inference_steps: int = 10
+    """Euler steps (flow) or DDIM steps (diffusion) when sampling a chunk."""
+    beta_alpha: float = 1.5
+    """Flow: time is drawn from Beta(beta_alpha, beta_beta) (pi0 uses Beta(1.5, 1): more weight on noisy times)."""
+    beta_beta: float = 1.0
+    """Flow: second parameter of the time distribution."""
+    num_train_timesteps: int = 100
+    """Diffusion: DDPM training timesteps."""
+    beta_schedule: str = "squaredcos_cap_v2"
+    """Diffusion: the diffusers beta schedule."""
+    prediction_type: Literal["epsilon", "sample"] = "sample"
+    """Diffusion: the network predicts the clean chunk ('sample') or the noise ('epsilon', Diffusion Policy's
+    default). With our small MLP head, sample prediction reached 96% on PushCube where epsilon reached 36%
+    (docs/policies.md); old checkpoints that lack this field load as epsilon."""
+
+    def __post_init__(self) -> None:
+        self.cameras = tuple(self.cameras)
+        self.channels = tuple(self.channels)
+        if self.kind not in ("flow", "diffusion"):
+            raise ValueError(f"kind must be 'flow' or 'diffusion', got {self.kind!r}")
+        for name in ("horizon", "n_action_steps", "feature_dim", "hidden_dim", "head_layers",
+                     "num_inference_steps", "num_train_timesteps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_action_steps > self.horizon:
+            raise ValueError(f"n_action_steps ({self.n_action_steps}) must be <= horizon ({self.horizon})")
+        if self.n_obs_steps != 1:
+            raise ValueError(f"n_obs_steps must be 1 (observation history is not supported yet), got {self.n_obs_steps}")
+        if self.image_size < 2 ** len(self.channels):
+            raise ValueError(f"image_size {self.image_size} is too small for {len(self.channels)} stride-2 layers")
+        if any(c < 1 for c in self.channels) or not self.channels:
+            raise ValueError(f"channels must be a non-empty list of positive ints, got {self.channels}")
+        if self.prediction_type not in ("epsilon", "sample"):
+            raise ValueError(f"prediction_type must be 'epsilon' or 'sample', got {self.prediction_type!r}")
+        if self.task_embed_dim < 0:
+            raise ValueError(f"task_embed_dim must be >= 0, got {self.task_embed_dim}")
+        if self.beta_alpha <= 0 or self.beta_beta <= 0:
+            raise ValueError(f"beta_alpha and beta_beta must be > 0, got {self.beta_alpha}, {self.beta_beta}")
+        if self.num_inference_steps > self.num_train_timesteps and self.kind == "diffusion":
+            raise ValueError(f"num_inference_steps ({self.num_inference_steps}) must be <= num_train_timesteps "
+                             f"({self.num_train_timesteps})")

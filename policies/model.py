@@ -1,0 +1,312 @@
+"""Action-chunk policies: one observation encoder, one action head with a generator mode.
+
+    policy = ChunkPolicy(PolicyConfig(kind="flow"), dims={"action": 2, "agent_pos": 2,
+                         "environment_state": 6}, stats=compute_stats(episodes, False))
+    loss, logs = policy(batch)                      # training, batch from WindowDataset
+    chunk = policy.predict_action_chunk(obs)        # (B, H, A) env actions
+
+Encoder: per camera a small stride-2 CNN -> feature; `agent_pos` (and optionally the privileged
+`environment_state`) through an MLP; an optional task-embedding slot; all concatenated into one
+conditioning vector `cond` (B, C).
+
+Action head (`ActionHead`, mode = "flow" or "diffusion") is one MLP denoiser
+`net(x_t, t, cond) -> (B, H, A)` in the normalised action space [-1, 1]:
+- flow (pi0-style): t ~ Beta(1.5, 1), x_t = t * noise + (1 - t) * a, target u = noise - a;
+  sampling integrates dx/dt = net from t = 1 (noise) to 0 with Euler steps.
+- diffusion (Diffusion Policy-style): a diffusers DDPMScheduler adds noise at a random timestep,
+  target = noise (epsilon prediction) or the clean chunk (prediction_type="sample"); sampling runs
+  a DDIMScheduler (eta = 0, deterministic).
+The head takes `cond` from outside, so a second head (failure guidance) can share the encoder,
+`sample(..., guide=fn)` lets a caller adjust each step's prediction, and `loss(..., weight=w)`
+takes per-sample weights (advantage weighting): the batch loss is mean_b(w_b * loss_b).
+
+diffusers is imported at the top on purpose: importing it (it loads triton's libtriton) after a
+MuJoCo EGL context exists segfaults on our machines (Mesa's LLVM and triton's clash).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from diffusers import DDIMScheduler, DDPMScheduler
+from torch import nn
+
+from wmsuite.policies.config import PolicyConfig
+from wmsuite.policies.normalize import Normalizer
+from wmsuite.policy import ChunkQueue
+
+Guide = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class ImageEncoder(nn.Module):
+    """(B, 3, S, S) in [-1, 1] -> (B, F): stride-2 conv + GroupNorm + Mish layers, flatten, linear."""
+
+    def __init__(self, channels: tuple[int, ...], feature_dim: int, image_size: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = 3
+        for c in channels:
+            layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.GroupNorm(min(8, c), c), nn.Mish()]
+            c_in = c
+        self.conv = nn.Sequential(*layers)
+        side = image_size // 2 ** len(channels)
+        self.proj = nn.Sequential(nn.Flatten(), nn.Linear(c_in * side * side, feature_dim), nn.LayerNorm(feature_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.conv(x))
+
+
+class ObsEncoder(nn.Module):
+    """Observation -> conditioning vector (B, out_dim)."""
+
+    def __init__(self, cfg: PolicyConfig, low_dim: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.cnns = nn.ModuleDict({cam: ImageEncoder(cfg.channels, cfg.feature_dim, cfg.image_size)
+                                   for cam in cfg.cameras})
+        self.state_mlp = nn.Sequential(nn.Linear(low_dim, cfg.feature_dim), nn.Mish(),
+                                       nn.Linear(cfg.feature_dim, cfg.feature_dim))
+        self.out_dim = cfg.feature_dim * (len(cfg.cameras) + 1) + cfg.task_embed_dim
+
+    def forward(self, images: dict[str, torch.Tensor], low_dim: torch.Tensor,
+                task_embedding: torch.Tensor | None = None) -> torch.Tensor:
+        """images[cam] (B, 3, S, S) in [-1, 1], low_dim (B, L) standardised, task_embedding (B, T)."""
+        feats = [self.cnns[cam](images[cam]) for cam in self.cfg.cameras]  # each (B, F)
+        feats.append(self.state_mlp(low_dim))  # (B, F)
+        if self.cfg.task_embed_dim:
+            if task_embedding is None:
+                raise ValueError(f"this policy has a task slot of width {self.cfg.task_embed_dim}: "
+                                 "pass obs['task_embedding'] (B, task_embed_dim)")
+            feats.append(task_embedding)
+        return torch.cat(feats, dim=-1)
+
+
+def time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """(B,) times in [0, 1000] -> (B, dim) sinusoidal features."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    args = t.float()[:, None] * freqs[None]  # (B, half)
+    return torch.cat([args.sin(), args.cos()], dim=-1)
+
+
+class ActionHead(nn.Module):
+    """Denoiser MLP over a flattened chunk with a generator `mode` ("flow" or "diffusion")."""
+
+    TIME_DIM = 64
+
+    def __init__(self, cfg: PolicyConfig, action_dim: int, cond_dim: int) -> None:
+        super().__init__()
+        self.mode, self.horizon, self.action_dim = cfg.kind, cfg.horizon, action_dim
+        self.cfg = cfg
+        self.time_mlp = nn.Sequential(nn.Linear(self.TIME_DIM, 128), nn.Mish(), nn.Linear(128, 128))
+        width = cfg.horizon * action_dim
+        layers: list[nn.Module] = [nn.Linear(width + cond_dim + 128, cfg.hidden_dim), nn.Mish()]
+        for _ in range(cfg.head_layers - 1):
+            layers += [nn.Linear(cfg.hidden_dim, cfg.hidden_dim), nn.Mish()]
+        layers.append(nn.Linear(cfg.hidden_dim, width))
+        self.net = nn.Sequential(*layers)
+        self._ddim = None
+        if self.mode == "diffusion":
+            self.ddpm = DDPMScheduler(num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule,
+                                      clip_sample=True, prediction_type=cfg.prediction_type)
+
+    def denoise(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """x (B, H, A), t (B,) flow time in [0, 1] or diffusion timestep, cond (B, C) -> (B, H, A)."""
+        scale = 1000.0 if self.mode == "flow" else 1000.0 / self.cfg.num_train_timesteps
+        temb = self.time_mlp(time_embedding(t * scale, self.TIME_DIM))  # (B, 128)
+        out = self.net(torch.cat([x.flatten(1), cond, temb], dim=-1))  # (B, H*A)
+        return out.view(-1, self.horizon, self.action_dim)
+
+    def loss(self, cond: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
+             weight: torch.Tensor | None = None, generator: torch.Generator | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cond (B, C), actions (B, H, A) in [-1, 1], mask (B, H) True where real (not padding),
+        weight (B,) per-sample weights. Returns (mean_b(w_b * loss_b), per-sample loss (B,))."""
+        b = actions.shape[0]
+        noise = torch.randn(actions.shape, generator=generator, device=actions.device)
+        if self.mode == "flow":
+            t = _beta_sample(self.cfg.beta_alpha, self.cfg.beta_beta, b, generator, actions.device)
+            t = t * 0.999 + 0.001  # (B,) never exactly 0
+            x_t = t[:, None, None] * noise + (1 - t[:, None, None]) * actions
+            target = noise - actions
+            pred = self.denoise(x_t, t, cond)
+        else:
+            steps = torch.randint(0, self.cfg.num_train_timesteps, (b,), generator=generator, device=actions.device)
+            x_t = self.ddpm.add_noise(actions, noise, steps)
+            target = noise if self.cfg.prediction_type == "epsilon" else actions
+            pred = self.denoise(x_t, steps, cond)
+        err = (pred - target).pow(2).mean(-1)  # (B, H)
+        if mask is None:
+            per_sample = err.mean(-1)
+        else:
+            m = mask.float()
+            per_sample = (err * m).sum(-1) / m.sum(-1).clamp_min(1.0)  # (B,)
+        if weight is None:
+            return per_sample.mean(), per_sample
+        weight = weight.to(per_sample)
+        if weight.shape != (b,):
+            raise ValueError(f"weight must have shape ({b},), got {tuple(weight.shape)}")
+        return (weight * per_sample).mean(), per_sample
+
+    @torch.no_grad()
+    def sample(self, cond: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
+               guide: Guide | None = None) -> torch.Tensor:
+        """cond (B, C), noise (B, H, A) -> chunk (B, H, A) in the normalised action space.
+
+        `guide(x_t, t, pred) -> pred` may adjust each step's velocity/epsilon (failure guidance)."""
+        steps = steps or self.cfg.num_inference_steps
+        x = noise
+        b = x.shape[0]
+        if self.mode == "flow":
+            dt = -1.0 / steps
+            for i in range(steps):
+                t = torch.full((b,), 1.0 + i * dt, device=x.device)
+                v = self.denoise(x, t, cond)
+                if guide is not None:
+                    v = guide(x, t, v)
+                x = x + dt * v
+            return x
+        sched = self._ddim_scheduler()
+        sched.set_timesteps(steps, device=x.device)
+        for t in sched.timesteps:
+            tb = torch.full((b,), int(t), device=x.device, dtype=torch.long)
+            eps = self.denoise(x, tb, cond)
+            if guide is not None:
+                eps = guide(x, tb, eps)
+            x = sched.step(eps, t, x).prev_sample
+        return x
+
+    def _ddim_scheduler(self):
+        if self._ddim is None:
+            self._ddim = DDIMScheduler.from_config(self.ddpm.config)
+        return self._ddim
+
+
+def _beta_sample(a: float, b: float, n: int, generator: torch.Generator | None, device: Any) -> torch.Tensor:
+    """Beta(a, b) draws from a seeded generator: X/(X+Y) with X ~ Gamma(a), Y ~ Gamma(b)."""
+    x = torch._standard_gamma(torch.full((n,), a), generator=generator)
+    y = torch._standard_gamma(torch.full((n,), b), generator=generator)
+    return (x / (x + y)).to(device)
+
+
+class ChunkPolicy(nn.Module):
+    """A trainable policy with the wmsuite contract (see wmsuite/policy.py).
+
+    dims: {"action": A, "agent_pos": D, "environment_state": E}; stats: see policies/normalize.py.
+    """
+
+    def __init__(self, cfg: PolicyConfig, dims: dict[str, int], stats: dict[str, Any]) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.dims = {k: int(v) for k, v in dims.items()}
+        self.normalizer = Normalizer(stats, cfg.use_env_state, self.dims)
+        low_dim = self.dims["agent_pos"] + (self.dims["environment_state"] if cfg.use_env_state else 0)
+        self.encoder = ObsEncoder(cfg, low_dim)
+        self.head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim)
+        self.n_action_steps = cfg.n_action_steps
+        self._queue = ChunkQueue(cfg.n_action_steps)
+
+    # ---- the Policy contract -------------------------------------------------------------
+    def reset(self) -> None:
+        self._queue.reset()
+
+    def select_action(self, obs: dict[str, Any]) -> np.ndarray:
+        """(B, A) next action, re-planning every `n_action_steps` steps."""
+        return self._queue.pop(self.predict_action_chunk, obs)
+
+    @torch.no_grad()
+    def predict_action_chunk(self, obs: dict[str, Any], noise: torch.Tensor | None = None,
+                             generator: torch.Generator | None = None, num_inference_steps: int | None = None,
+                             guide: Guide | None = None) -> torch.Tensor:
+        """obs (batched env observations, numpy or torch) -> (B, H, A) env actions (float32 tensor).
+
+        `noise` (B, H, A) fixes the generator's starting point (same noise -> same chunk)."""
+        was_training = self.training
+        self.eval()
+        try:
+            cond = self.encode(obs)  # (B, C)
+            b = cond.shape[0]
+            shape = (b, self.cfg.horizon, self.dims["action"])
+            if noise is None:
+                noise = torch.randn(shape, generator=generator, device=cond.device)
+            elif tuple(noise.shape) != shape:
+                raise ValueError(f"noise must have shape {shape}, got {tuple(noise.shape)}")
+            unit = self.head.sample(cond, noise.to(cond), num_inference_steps, guide)  # (B, H, A)
+            return self.normalizer.action_from_unit(unit.clamp(-1.0, 1.0))
+        finally:
+            self.train(was_training)
+
+    def forward(self, batch: dict[str, Any], weight: torch.Tensor | None = None,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss on a WindowDataset batch (context = 1, future = 0):
+        context_frames[cam] (B, 1, 3, S, S) uint8, context_state (B, 1, D), context_env_state (B, 1, E),
+        actions (B, H, A), action_is_pad (B, H). `weight` (B,) (or batch["weight"]) weights samples."""
+        dev = self.device
+        obs = {
+            "pixels": {cam: batch["context_frames"][cam][:, -1].to(dev) for cam in self.cfg.cameras},
+            "agent_pos": batch["context_state"][:, -1].to(dev),
+            "environment_state": batch["context_env_state"][:, -1].to(dev),
+        }
+        if "task_embedding" in batch:
+            obs["task_embedding"] = batch["task_embedding"].to(dev)
+        cond = self.encode(obs, channels_first=True, augment=self.training)
+        actions = self.normalizer.action_to_unit(batch["actions"].to(dev))  # (B, H, A)
+        mask = ~batch["action_is_pad"].to(dev) if "action_is_pad" in batch else None
+        if weight is None and "weight" in batch:
+            weight = batch["weight"]
+        loss, per_sample = self.head.loss(cond, actions, mask, weight, generator)
+        return loss, {"loss": float(loss.detach()), "loss_unweighted": float(per_sample.detach().mean())}
+
+    # ---- observation encoding ------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def encode(self, obs: dict[str, Any], channels_first: bool = False, augment: bool = False) -> torch.Tensor:
+        """Batched observation -> (B, C). Pixels are (B, S, S, 3) uint8 (env layout) or, with
+        channels_first, (B, 3, S, S) uint8 (dataset layout)."""
+        dev = self.device
+        images = {}
+        for cam in self.cfg.cameras:
+            if cam not in obs.get("pixels", {}):
+                raise KeyError(f"observation lacks camera {cam!r}; this policy reads cameras {list(self.cfg.cameras)}")
+            img = torch.as_tensor(np.asarray(obs["pixels"][cam]) if not torch.is_tensor(obs["pixels"][cam])
+                                  else obs["pixels"][cam], device=dev)
+            if not channels_first:
+                img = img.permute(0, 3, 1, 2)  # (B, S, S, 3) -> (B, 3, S, S)
+            img = img.float() / 127.5 - 1.0
+            if img.shape[-1] != self.cfg.image_size or img.shape[-2] != self.cfg.image_size:
+                img = F.interpolate(img, size=(self.cfg.image_size, self.cfg.image_size), mode="area")
+            if augment:
+                img = random_shift(img, max(1, self.cfg.image_size // 16))
+            images[cam] = img
+        low = [self.normalizer.standardize("agent_pos", _tensor(obs["agent_pos"], dev))]
+        if self.cfg.use_env_state:
+            if "environment_state" not in obs:
+                raise KeyError("this policy conditions on obs['environment_state'] (use_env_state=True)")
+            low.append(self.normalizer.standardize("environment_state", _tensor(obs["environment_state"], dev)))
+        task = obs.get("task_embedding")
+        return self.encoder(images, torch.cat(low, -1), None if task is None else _tensor(task, dev))
+
+
+def _tensor(x: Any, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x, dtype=torch.float32, device=device)
+
+
+def random_shift(img: torch.Tensor, pad: int) -> torch.Tensor:
+    """DrQ-style augmentation: replicate-pad by `pad` pixels and crop back at a random offset.
+    (B, C, S, S) -> (B, C, S, S)."""
+    b, _, h, w = img.shape
+    padded = F.pad(img, (pad, pad, pad, pad), mode="replicate")
+    dy = torch.randint(0, 2 * pad + 1, (b,), device=img.device)
+    dx = torch.randint(0, 2 * pad + 1, (b,), device=img.device)
+    rows = (torch.arange(h, device=img.device)[None] + dy[:, None])  # (B, S)
+    cols = (torch.arange(w, device=img.device)[None] + dx[:, None])  # (B, S)
+    bi = torch.arange(b, device=img.device)[:, None, None]
+    out = padded.permute(0, 2, 3, 1)[bi, rows[:, :, None], cols[:, None, :]]  # (B, S, S, C)
+    return out.permute(0, 3, 1, 2)

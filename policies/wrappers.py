@@ -1,0 +1,60 @@
+"""Policy wrappers, named on the command line as `module:attr{json}` like any policy.
+
+    wmsuite.policies.wrappers:ActionOffset{"inner": "assets:policies/flow-pushcube", "offset": [0.3, 0.0]}
+
+`inner` is any spec `--policy` accepts except the bare word 'expert' (name the expert as
+`wmsuite.envs.experts:make_expert{...}` instead): a checkpoint path, an `assets:` path, or a
+`module:attr{json}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wmsuite.checkpoint import is_checkpoint
+from wmsuite.policy import as_numpy_chunk, load_object
+
+
+def load_spec(spec: str, device: str = "cpu") -> Any:
+    """A policy from a checkpoint path, an `assets:` path or a `module:attr{json}` spec."""
+    from wmsuite.policies import ASSETS_PREFIX, load_policy, resolve_path
+
+    if spec.startswith(ASSETS_PREFIX) or is_checkpoint(spec):
+        return load_policy(resolve_path(spec), device=device)
+    return load_object(spec)
+
+
+class ActionOffset:
+    """A deliberately biased policy: the inner policy's actions plus a constant offset, clipped.
+
+    Used in the policy zoo to get a policy whose failures come from a systematic error rather
+    than from poor training.
+    """
+
+    def __init__(self, inner: str, offset: Sequence[float], low: float = -1.0, high: float = 1.0,
+                 device: str = "cpu") -> None:
+        self.inner = load_spec(inner, device=device)
+        self.offset = np.asarray(offset, np.float32)  # (A,)
+        if self.offset.ndim != 1:
+            raise ValueError(f"offset must be a list of per-dimension floats, got {offset!r}")
+        if low >= high:
+            raise ValueError(f"low must be < high, got {low} >= {high}")
+        self.low, self.high = low, high
+        if hasattr(self.inner, "n_action_steps"):
+            self.n_action_steps = self.inner.n_action_steps
+        if hasattr(self.inner, "reset_envs"):
+            self.reset_envs = self.inner.reset_envs
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        """(B, H, A) inner chunk + offset, clipped to [low, high]."""
+        chunk = as_numpy_chunk(self.inner.predict_action_chunk(obs), len(obs["agent_pos"]))
+        if chunk.shape[-1] != self.offset.shape[0]:
+            raise ValueError(f"offset has {self.offset.shape[0]} entries, the inner policy's actions have "
+                             f"{chunk.shape[-1]}")
+        return np.clip(chunk + self.offset, self.low, self.high)

@@ -1,0 +1,78 @@
+"""Smoke runs of the policy commands with tiny sizes: train-policy (and resume), eval-policy on the
+real PushCube simulator, bench policies, and the shipped zoo manifests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import wmsuite.assets
+from tests.core.helpers import make_episode
+from wmsuite.cli import main
+from wmsuite.data import write_episodes
+
+TINY_ARGS = json.dumps({"image_size": 16, "channels": [8, 16], "feature_dim": 32, "hidden_dim": 64,
+                        "head_layers": 2, "horizon": 4, "n_action_steps": 2, "num_inference_steps": 3})
+
+
+def test_train_resume_eval_bench(tmp_path):
+    data = tmp_path / "eps.hdf5"
+    write_episodes(data, [make_episode(t=10, size=16, seed=i) for i in range(3)], {"env_name": "test"})
+    run = tmp_path / "run"
+    args = ["train-policy", "--data", str(data), "--policy", "diffusion", "--out", str(run), "--steps", "4",
+            "--batch-size", "8", "--save-every", "2", "--policy-args", TINY_ARGS, "--threads", "1"]
+    assert main(args) == 0
+    assert (run / "checkpoints" / "step_000004").is_dir() and (run / "model.safetensors").is_file()
+    with pytest.raises(FileExistsError, match="--resume"):
+        main(args)
+    assert main([*args[:8], "6", *args[9:], "--resume"]) == 0
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == 6 and (run / "checkpoints" / "step_000006").is_dir()
+
+    out = tmp_path / "eval"
+    assert main(["eval-policy", "--env", "wmsuite/PushCube-v0", "--policy", str(run), "--episodes", "2",
+                 "--num-envs", "1", "--videos", "1", "--out", str(out), "--threads", "1"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert {"success_rate", "ci_low", "ci_high", "episodes", "mean_length"} <= set(metrics)
+    assert metrics["episodes"] == len(rows) == 2
+    assert metrics["success_rate"] == sum(r["success"] for r in rows) / 2
+    assert metrics["mean_length"] == sum(r["length"] for r in rows) / 2
+    assert metrics["ci_low"] <= metrics["success_rate"] <= metrics["ci_high"]
+    assert (out / "videos" / "episode_0000.mp4").stat().st_size > 0
+
+    bench = tmp_path / "bench"
+    assert main(["bench", "policies", "--policies", str(run), "flow", "--steps", "1", "3", "--batch-sizes", "1",
+                 "--repeats", "1", "--out", str(bench)]) == 0
+    figures = json.loads((bench / "metrics.json").read_text())
+    assert figures["run/steps3/batch1_ms"] > 0 and figures["flow/steps1/batch1_ms"] > 0
+
+
+def test_expert_eval_matches_its_episodes(tmp_path):
+    out = tmp_path / "eval"
+    assert main(["eval-policy", "--env", "wmsuite/PushCube-v0", "--policy", "expert", "--skill", "1.0",
+                 "--episodes", "3", "--seed", "7", "--num-envs", "1", "--videos", "0", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(r["seed"] for r in rows) == [7, 8, 9]
+
+
+ZOO = sorted((Path(wmsuite.assets.__file__).parent / "zoo").glob("*.json"))
+
+
+@pytest.mark.parametrize("manifest", ZOO, ids=[p.stem for p in ZOO])
+def test_zoo_manifest(manifest):
+    """Shipped zoos: >= 10 policies spanning the success range, each spec loadable as --policy."""
+    from wmsuite.cli.common import resolve_policy
+
+    zoo = json.loads(manifest.read_text())
+    policies = zoo["policies"]
+    assert len(policies) >= 10
+    rates = [p["real_success"] for p in policies]
+    assert min(rates) <= 0.2 and max(rates) >= 0.8
+    for p in policies:
+        assert {"name", "spec", "real_success", "episodes"} <= set(p)
+        assert p["episodes"] >= 50 and 0.0 <= p["real_success"] <= 1.0
+        policy = resolve_policy(p["spec"], env_id=zoo["env_id"])
+        assert hasattr(policy, "predict_action_chunk")
