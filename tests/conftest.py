@@ -2,3 +2,7 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("WANDB_MODE", "offline")
+
+# diffusers loads triton's shared library; doing that after a MuJoCo EGL context exists crashes the
+# process, so load it first (the CLI commands that need both import the models before making envs).
+import diffusers  # noqa: E402, F401

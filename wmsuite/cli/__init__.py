@@ -63,8 +63,7 @@ def _dispatch(prog: str, registry: dict[str, tuple[str, str]], argv: list[str]) 
     module = importlib.import_module(registry[name][0])
     if hasattr(module, "main"):  # a dispatcher of its own (bench)
         return int(module.main(argv[1:]) or 0)
-    parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=registry[name][1],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=registry[name][1])
     add_arguments(parser, module.CONFIG)
     ns = parser.parse_args(argv[1:])
     try:

@@ -40,6 +40,9 @@ def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, see
         return load_policy(spec, device=device)
     if Path(spec).exists():
         raise ValueError(f"{spec} exists but is not a checkpoint directory (model.safetensors + config.json)")
+    if ":" not in spec:
+        raise ValueError(f"policy spec {spec!r}: no checkpoint directory at that path, and not 'expert', "
+                         "'expert@<skill>', 'assets:policies/<name>' or 'package.module:attr'")
     return load_object(spec)
 
 
