@@ -49,12 +49,18 @@ class ScriptedExpert:
     ACTION_DIM: ClassVar[int]
     FAILURE_MODES: ClassVar[tuple[str, ...]]
     MOTION_DIM: ClassVar[int]  # leading action entries that move the agent (noise goes there)
+    MOTION_SCALE: ClassVar[float]  # metres the agent moves per unit of those entries (env's ACTION_SCALE)
     NOISE: ClassVar[float] = 0.5  # action noise std at skill 0 (actions live in [-1, 1])
     HESITATE: ClassVar[float] = 0.15  # per-step probability of starting a pause at skill 0
 
-    def __init__(self, skill: float = 1.0, seed: int = 0) -> None:
+    def __init__(self, skill: float = 1.0, seed: int = 0, horizon: int = 1) -> None:
         if not isinstance(skill, int | float) or not 0.0 <= float(skill) <= 1.0:
             raise ValueError(f"skill must be a number in [0, 1], got {skill!r}")
+        if not isinstance(horizon, int | np.integer) or horizon < 1:
+            raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
+        self.horizon = int(horizon)
+        """Actions per chunk: >1 plans open-loop on the agent position its own actions imply (for a
+        world model that steps whole chunks, and the real env driven the same way)."""
         if not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {seed!r}")
         self.skill = float(skill)
@@ -73,7 +79,7 @@ class ScriptedExpert:
                 self._memory[i] = None
 
     def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """obs {"agent_pos": (B, D), "environment_state": (B, E), ...} -> (B, 1, A) float32 in [-1, 1]."""
+        """obs {"agent_pos": (B, D), "environment_state": (B, E), ...} -> (B, horizon, A) float32 in [-1, 1]."""
         agent_pos = _batch(obs, "agent_pos", self.AGENT_POS_DIM, self.ENV_ID)  # (B, D)
         env_state = _batch(obs, "environment_state", self.ENV_STATE_DIM, self.ENV_ID)  # (B, E)
         batch = len(agent_pos)
@@ -84,16 +90,20 @@ class ScriptedExpert:
         elif len(self._memory) != batch:
             raise ValueError(f"{type(self).__name__} was driving {len(self._memory)} envs and got a batch of "
                              f"{batch}; call reset() before changing the batch size")
-        actions = np.empty((batch, self.ACTION_DIM), np.float32)  # (B, A)
+        actions = np.empty((batch, self.horizon, self.ACTION_DIM), np.float32)  # (B, H, A)
         for i in range(batch):
             mem = self._memory[i]
             if mem is None:
                 mem = self._memory[i] = self._new_episode()
-            actions[i] = self._step(agent_pos[i], env_state[i], mem)
-        return actions[:, None, :]  # (B, 1, A)
+            pos = agent_pos[i].astype(np.float64)
+            for h in range(self.horizon):  # open loop: objects held still, the agent moved by its actions
+                actions[i, h] = self._step(pos, env_state[i], mem)
+                pos = pos.copy()
+                pos[: self.MOTION_DIM] += self.MOTION_SCALE * actions[i, h, : self.MOTION_DIM]
+        return actions  # (B, H, A)
 
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
-        """(B, A): the chunks are one action long, so this is the chunk's only action."""
+        """(B, A): the chunk's first action (experts re-plan at every call)."""
         return self.predict_action_chunk(obs)[:, 0]
 
     def modes(self) -> list[str | None]:
@@ -151,6 +161,7 @@ class PushCubeExpert(ScriptedExpert):
     ENV_STATE_DIM = 6
     ACTION_DIM = 2
     MOTION_DIM = 2
+    MOTION_SCALE = PC_SCALE
     FAILURE_MODES = ("wrong_side", "freeze", "early_stop")
     CONTACT = PC_CUBE_HALF + 0.02  # m, pusher centre to cube centre when touching a face
     PUSH_STEP = 0.02  # m per step while pushing
@@ -198,6 +209,7 @@ class PickPlaceExpert(ScriptedExpert):
     ENV_STATE_DIM = 6
     ACTION_DIM = 4
     MOTION_DIM = 3
+    MOTION_SCALE = PP_SCALE
     FAILURE_MODES = ("misaligned", "early_close", "late_close", "early_release", "freeze")
     NOISE = 0.3
     Z_HOVER = 0.1  # m, fingertip height when lining up over the cube
@@ -276,16 +288,18 @@ class PickPlaceExpert(ScriptedExpert):
 EXPERTS: dict[str, type[ScriptedExpert]] = {cls.ENV_ID: cls for cls in (PushCubeExpert, PickPlaceExpert)}
 
 
-def make_expert(env_id: str, skill: float = 1.0, seed: int = 0) -> ScriptedExpert:
+def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1) -> ScriptedExpert:
     """The scripted expert of a built-in task (a CLI policy spec: `wmsuite.envs.experts:make_expert{...}`)."""
     if env_id.startswith("wmsuite/robosuite-"):
+        if horizon != 1:
+            raise ValueError("the robosuite experts act one step at a time (horizon 1)")
         from wmsuite.envs.robosuite_experts import make_robosuite_expert
 
         return make_robosuite_expert(env_id, skill=skill, seed=seed)
     if env_id not in EXPERTS:
         raise ValueError(f"no scripted expert for {env_id!r}; experts exist for {', '.join(EXPERTS)} "
                          "and the robosuite Lift and Stack tasks")
-    return EXPERTS[env_id](skill=skill, seed=seed)
+    return EXPERTS[env_id](skill=skill, seed=seed, horizon=horizon)
 
 
 def run_expert(env_id: str, skill: float, episodes: int, seed: int = 0, **env_kwargs: Any) -> list[dict[str, Any]]:

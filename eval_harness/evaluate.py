@@ -54,6 +54,8 @@ class EvalSetup:
     """(spec, seed) -> a fresh policy object."""
     make_env: Callable[[str], Any]
     """sim ('real' | 'wm') -> a VectorEnv with `num_envs` sub-envs (created once, reused)."""
+    act_every: int | None = None
+    """Actions executed open-loop per policy query, in both simulators (the world model's chunk)."""
 
 
 class EpisodeLog:
@@ -124,7 +126,7 @@ def _run_waves(setup: EvalSetup, entry: PolicyEntry, env: Any, missing: list[int
         _seed_all(wave_seed)
         policy = setup.make_policy(entry.spec, wave_seed)
         cfg = RolloutConfig(episodes=setup.episodes, seed=setup.seed, record_frames=False, progress=False,
-                            policy_id=entry.name, env_id=setup.env_id)
+                            policy_id=entry.name, env_id=setup.env_id, act_every=setup.act_every)
         yield from rollout(policy, env, cfg, skip=set(range(setup.episodes)) - members)
 
 

@@ -90,3 +90,17 @@ def test_idle_envs_that_finish_are_reset():
     # one episode, four envs: three idle envs run zeros; CounterEnv starting at >= 3 succeeds at once
     eps = list(rollout(ConstantPolicy(0.0), vec(4), RolloutConfig(episodes=1, seed=3, progress=False)))
     assert len(eps) == 1 and eps[0].success and eps[0].length == 1
+
+
+def test_short_chunks_are_repeated_for_chunk_envs_and_act_every():
+    env = gym.vector.SyncVectorEnv([ChunkEnv], autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    one = ConstantPolicy(0.5, horizon=1)
+    eps = list(rollout(one, env, RolloutConfig(episodes=1, seed=0, progress=False)))
+    assert eps[0].length == 6 and len(one.calls) == 6  # three queries on one observation per chunk
+    # the same protocol on a per-step env: query every 3 steps, three queries each time
+    one = ConstantPolicy(0.5, horizon=1)
+    eps = list(rollout(one, vec(1), RolloutConfig(episodes=1, seed=0, act_every=3, progress=False)))
+    assert eps[0].length == 6 and len(one.calls) == 6
+    long = ConstantPolicy(0.5, horizon=8)
+    list(rollout(long, vec(1), RolloutConfig(episodes=1, seed=0, act_every=3, progress=False)))
+    assert len(long.calls) == 2  # 8-action chunks cut to 3: re-planned after 3 actions

@@ -90,3 +90,21 @@ def test_expert_drives_a_gymnasium_vector_env_with_autoreset(env_id):
         autoreset = terminated | truncated
     envs.close()
     assert ended >= 6 and succeeded == ended
+
+
+def test_chunked_expert_plans_open_loop():
+    """horizon=4: the expert plans 4 actions from one observation and still solves PushCube when they
+    run open-loop (the protocol a world model that steps 4-action chunks imposes)."""
+    from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+
+    env = make_vector_env("wmsuite/PushCube-v0", 4, asynchronous=False, env_kwargs={"cameras": ()})
+    expert = make_expert("wmsuite/PushCube-v0", skill=1.0, seed=0, horizon=4)
+    chunk = expert.predict_action_chunk(env.reset(seed=0)[0])
+    assert chunk.shape == (4, 4, 2)
+    expert.reset()
+    eps = list(rollout(expert, env, RolloutConfig(episodes=12, seed=500, act_every=4, record_frames=False,
+                                                  progress=False)))
+    env.close()
+    assert sum(e.success for e in eps) >= 11
+    with pytest.raises(ValueError, match="horizon must be an int >= 1"):
+        make_expert("wmsuite/PushCube-v0", horizon=0)

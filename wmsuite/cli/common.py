@@ -21,8 +21,9 @@ POLICY_SPEC_HELP = (
 
 
 def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, seed: int = 0,
-                   device: str = "cpu") -> Any:
-    """Build the policy named by `spec` (see POLICY_SPEC_HELP)."""
+                   device: str = "cpu", horizon: int = 1) -> Any:
+    """Build the policy named by `spec` (see POLICY_SPEC_HELP); `horizon` is the chunk length the
+    scripted experts plan (learned policies have their own)."""
     if spec == "expert" or spec.startswith("expert@"):
         if env_id is None:
             raise ValueError("--policy expert needs --env to know which task's expert to build")
@@ -33,7 +34,7 @@ def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, see
                 raise ValueError(f"policy spec {spec!r}: the skill after 'expert@' must be a number") from err
         from wmsuite.envs.experts import make_expert
 
-        return make_expert(env_id=env_id, skill=skill, seed=seed)
+        return make_expert(env_id=env_id, skill=skill, seed=seed, horizon=horizon)
     if spec.startswith("assets:") or is_checkpoint(spec):
         from wmsuite.policies import load_policy
 

@@ -68,11 +68,19 @@ def policy_entries(cfg: EvalConfig) -> list[PolicyEntry]:
     return entries
 
 
-def make_policy_factory(cfg: EvalConfig):
+def make_policy_factory(cfg: EvalConfig, horizon: int):
     def make(spec: str, seed: int):
-        return resolve_policy(spec, env_id=cfg.env, seed=seed, device=cfg.device)
+        return resolve_policy(spec, env_id=cfg.env, seed=seed, device=cfg.device, horizon=horizon)
 
     return make
+
+
+def wm_chunk(cfg: EvalConfig) -> int:
+    """Actions per world-model step: both simulators query the policy this often (same protocol)."""
+    from wmsuite.world_models import resolve_checkpoint
+
+    config = json.loads((resolve_checkpoint(resolve_path(cfg.wm)) / "config.json").read_text())
+    return int(config["world_model"]["chunk"])
 
 
 def make_env_factory(cfg: EvalConfig):
@@ -97,8 +105,10 @@ def run(cfg: EvalConfig) -> int:
     setup_logging()
     out = Path(cfg.out)
     entries = policy_entries(cfg)
+    chunk = wm_chunk(cfg)
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
-                      seed=cfg.seed, make_policy=make_policy_factory(cfg), make_env=make_env_factory(cfg))
+                      seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk), make_env=make_env_factory(cfg),
+                      act_every=chunk)
     metrics = evaluate(setup, out)
     videos = _videos(cfg, setup, out) if cfg.videos else []
     report = write_report(metrics, out, videos)
@@ -126,7 +136,8 @@ def _videos(cfg: EvalConfig, setup: EvalSetup, out: Path) -> list[Path]:
             eps = {}
             for sim, env in envs.items():
                 policy = setup.make_policy(entry.spec, cfg.seed)
-                rcfg = RolloutConfig(episodes=1, seed=cfg.seed, progress=False, policy_id=entry.name)
+                rcfg = RolloutConfig(episodes=1, seed=cfg.seed, progress=False, policy_id=entry.name,
+                                     act_every=setup.act_every)
                 eps[sim] = next(iter(rollout(policy, env, rcfg)))
             camera = sorted(eps["wm"].obs)[0]
             paths.append(side_by_side(eps["real"], eps["wm"], camera, path))

@@ -97,9 +97,8 @@ def run(cfg: ZooConfig) -> int:
     ckpts += [Path(c) for c in cfg.checkpoints]
     entries: list[dict[str, str]] = []
     for skill in cfg.skills:
-        kwargs = json.dumps({"env_id": cfg.env, "skill": skill})
-        entries.append({"name": f"expert-skill{skill:g}", "kind": "expert",
-                        "spec": f"wmsuite.envs.experts:make_expert{kwargs}"})
+        # `expert@<skill>`: resolved against the evaluated env, so the expert can plan whole chunks
+        entries.append({"name": f"expert-skill{skill:g}", "kind": "expert", "spec": f"expert@{skill:g}"})
     shipped = []
     for ckpt in ckpts:
         if not ckpt.is_dir() or not ckpt.name.startswith("step_"):

@@ -10,7 +10,10 @@
   the next episode's seed (`options={"reset_mask": ...}`), or left idle once every episode is handed out.
 - Action chunks: an env whose single action space is 2-D `(H, A)` takes a whole chunk per step
   (a world model); otherwise the engine keeps a queue per sub-environment and feeds the chunk one
-  action at a time, re-planning when the queue runs dry (every `n_action_steps` actions).
+  action at a time, re-planning when the queue runs dry (every `n_action_steps` actions, or every
+  `act_every` actions when that is set). A policy whose chunks are shorter than what is needed (a
+  one-action expert driving a world model) is queried again on the same observation until there are
+  enough actions, so every policy runs under the same open-loop protocol in both kinds of env.
 - Policies with per-env memory (they define `reset_envs(indices)`) are always called on the full
   batch, so row i is sub-environment i; stateless policies are called only on the rows that need a chunk.
 """
@@ -40,6 +43,11 @@ class RolloutConfig:
     n_action_steps: int | None = None
     """Actions executed from each predicted chunk before re-planning (default: the policy's
     `n_action_steps` attribute if it has one, else the whole chunk)."""
+    act_every: int | None = None
+    """Query the policy every `act_every` steps and execute exactly that many actions open-loop (the
+    chunk's first ones, or repeated queries on the same observation when its chunks are shorter).
+    Chunk envs always act every chunk; set this to their chunk length on the real env to compare the
+    two under the same control protocol."""
     record_frames: bool = True
     """Keep camera frames in the recorded episodes (turn off for fast success-rate-only runs)."""
     progress: bool = True
@@ -56,6 +64,8 @@ class RolloutConfig:
             raise ValueError(f"episodes must be >= 0, got {self.episodes}")
         if self.n_action_steps is not None and self.n_action_steps < 1:
             raise ValueError(f"n_action_steps must be >= 1, got {self.n_action_steps}")
+        if self.act_every is not None and self.act_every < 1:
+            raise ValueError(f"act_every must be >= 1, got {self.act_every}")
 
 
 def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
@@ -136,7 +146,8 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     try:
         while (slot_episode >= 0).any():
             active = slot_episode >= 0
-            action = _next_actions(policy, obs, queues, active, stateful, chunk_env, steps_per_chunk, env)
+            action = _next_actions(policy, obs, queues, active, stateful, chunk_env, steps_per_chunk,
+                                   cfg.act_every, env)
             obs, reward, terminated, truncated, info = env.step(action)
             if on_step is not None:
                 on_step(info)
@@ -162,25 +173,20 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
 
 
 def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarray]], active: np.ndarray,
-                  stateful: bool, chunk_env: bool, steps: int | None, env: gym.vector.VectorEnv) -> np.ndarray:
+                  stateful: bool, chunk_env: bool, steps: int | None, act_every: int | None,
+                  env: gym.vector.VectorEnv) -> np.ndarray:
     """(n, A) actions, or (n, H, A) chunks for a chunk env; idle rows get zeros."""
     n = len(queues)
     space = env.single_action_space
     if chunk_env:  # the env consumes the whole chunk at once
-        chunk = as_numpy_chunk(policy.predict_action_chunk(obs), n)  # (n, H', A)
-        horizon = space.shape[0]
-        if chunk.shape[1] < horizon:
-            raise ValueError(f"the env takes chunks of {horizon} actions, the policy predicts {chunk.shape[1]}")
-        out = chunk[:, :horizon].copy()
+        out = _query(policy, obs, n, space.shape[0], space.shape[-1])  # (n, H, A)
         out[~active] = 0.0
         return np.clip(out, space.low, space.high).astype(space.dtype)
     need = np.array([active[i] and not queues[i] for i in range(n)])
     if need.any():
         rows = np.arange(n) if stateful else np.flatnonzero(need)
-        chunk = as_numpy_chunk(policy.predict_action_chunk(_index(obs, rows)), len(rows))  # (len(rows), H, A)
-        if chunk.shape[-1] != space.shape[-1]:
-            raise ValueError(f"policy returned actions of size {chunk.shape[-1]}; the env takes {space.shape[-1]}")
-        take = chunk.shape[1] if steps is None else min(steps, chunk.shape[1])
+        chunk = _query(policy, _index(obs, rows), len(rows), act_every, space.shape[-1])  # (len(rows), H, A)
+        take = chunk.shape[1] if steps is None or act_every else min(steps, chunk.shape[1])
         for r, i in enumerate(rows):
             if need[i]:
                 queues[i].extend(chunk[r, :take])
@@ -188,6 +194,21 @@ def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarra
     for i in np.flatnonzero(active):
         out[i] = queues[i].popleft()
     return out
+
+
+def _query(policy: Any, obs: dict[str, Any], batch: int, length: int | None, action_dim: int) -> np.ndarray:
+    """(batch, H, A) actions from one observation: one chunk, or exactly `length` actions: the first
+    `length` of a longer chunk, or repeated queries on the same observation for a policy whose chunks
+    are shorter (a one-action expert driving a world model that steps whole chunks)."""
+    parts, total = [], 0
+    while not parts or (length is not None and total < length):
+        chunk = as_numpy_chunk(policy.predict_action_chunk(obs), batch)  # (batch, h, A)
+        if chunk.shape[-1] != action_dim:
+            raise ValueError(f"policy returned actions of size {chunk.shape[-1]}; the env takes {action_dim}")
+        parts.append(chunk)
+        total += chunk.shape[1]
+    out = np.concatenate(parts, axis=1)
+    return out if length is None else out[:, :length].copy()
 
 
 def _index(tree: Any, rows: np.ndarray) -> Any:
