@@ -1,1 +1,46 @@
-"""wmsuite.world_models"""
+"""wmsuite.world_models: action-conditioned video diffusion world models and `WorldModelEnv`.
+
+    model = load_world_model("assets/wm/pushcube")           # a checkpoint dir or a training run dir
+    env = WorldModelEnv(model, context_source=..., num_envs=16)
+
+Registry: `WORLD_MODELS` maps the `class` stored in a checkpoint's config.json to the model class.
+See docs/world_models.md for the design, the training command and measured fidelity.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wmsuite.checkpoint import is_checkpoint, load_checkpoint
+from wmsuite.world_models.config import CodecConfig, WorldModelConfig
+from wmsuite.world_models.model import BACKWARD, FORWARD, LatentWorldModel
+
+WORLD_MODELS: dict[str, type[LatentWorldModel]] = {"LatentWorldModel": LatentWorldModel}
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint directory, or a training run directory (its `latest/` checkpoint)."""
+    path = Path(path)
+    if is_checkpoint(path):
+        return path
+    if is_checkpoint(path / "latest"):
+        return path / "latest"
+    raise FileNotFoundError(f"{path} is neither a world-model checkpoint (model.safetensors + config.json) nor a "
+                            "run directory with latest/; train one with `wmsuite train-wm` or use assets/wm/pushcube")
+
+
+def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int | None = None) -> LatentWorldModel:
+    """Rebuild a world model from its checkpoint (never unpickles); eval mode, on `device`."""
+    ckpt = resolve_checkpoint(path)
+    tensors, config = load_checkpoint(ckpt, expect_class=tuple(WORLD_MODELS), device=device)
+    wm_cfg = WorldModelConfig(**config["world_model"])
+    if sampling_steps is not None:
+        wm_cfg.sampling_steps = sampling_steps
+        wm_cfg.__post_init__()
+    model = WORLD_MODELS[config["class"]](wm_cfg, CodecConfig(**config["codec"]), config["stats"])
+    model.load_state_dict(tensors)
+    return model.to(device).eval()
+
+
+__all__ = ["BACKWARD", "FORWARD", "WORLD_MODELS", "CodecConfig", "LatentWorldModel", "WorldModelConfig",
+           "load_world_model", "resolve_checkpoint"]

@@ -1,0 +1,190 @@
+"""Open-loop fidelity of a world model on held-out episodes.
+
+Every held-out episode starts from its first real frame (repeated to fill the context, as a rollout
+from a real reset does) and the world model is rolled open-loop with the episode's true actions,
+one chunk per step. Against the real episode we measure, per horizon h (actions since the start):
+
+    psnr, ssim           generated frame h vs real frame h (64x64 RGB)
+    object_error         |cube xy detected in the generated frame - true cube xy| in metres, with the
+                         env's own colour-blob detector (`detect_cube_xy`), so blurry or hallucinated
+                         frames cannot score well; `object_detect_rate` is the fraction of generated
+                         frames where the cube was found at all (misses are left out of the mean)
+    state_error          |cube xy from the world model's environment_state head - true cube xy|
+
+and per episode / frame:
+
+    success_agreement          success head on the last generated frame == the episode's real outcome
+    success_agreement_detector cube detected in the last generated frame lies inside the real goal
+    success_head_accuracy      success head on real frames vs the frame's true success (and balanced)
+    idm_error_real / _generated  mean |action recovered by the inverse-dynamics head - true action|
+                               from real frames / from the generated frames
+    reconstruction_psnr        codec alone: decode(encode(real frame)) vs real frame
+
+Horizons longer than an episode skip that episode; `count` says how many frames each figure averages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from wmsuite.types import Episode
+from wmsuite.world_models import LatentWorldModel
+from wmsuite.world_models.codec import reconstruction_psnr
+
+DEFAULT_HORIZONS = (1, 8, 16, 32, 64)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, H, W, 3) uint8 pairs -> (N,) PSNR in dB (capped at 99 for identical frames)."""
+    mse = ((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean(axis=(1, 2, 3))
+    return np.minimum(10 * np.log10(255.0**2 / np.maximum(mse, 1e-12)), 99.0)
+
+
+def ssim(a: np.ndarray, b: np.ndarray, window: int = 7, sigma: float = 1.5) -> np.ndarray:
+    """(N, H, W, 3) uint8 pairs -> (N,) mean SSIM (Wang et al. 2004; Gaussian window, per channel).
+
+    A 7-pixel window rather than 11 because our frames are 64 px; constants K1=0.01, K2=0.03.
+    """
+    x = torch.from_numpy(a).permute(0, 3, 1, 2).double() / 255.0  # (N, 3, H, W)
+    y = torch.from_numpy(b).permute(0, 3, 1, 2).double() / 255.0
+    g = torch.exp(-((torch.arange(window) - window // 2) ** 2) / (2 * sigma**2)).double()
+    g = (g[:, None] * g[None]) / g.sum() ** 2  # (w, w), sums to 1
+    kernel = g.expand(3, 1, window, window)
+
+    def blur(t: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(t, kernel, groups=3)  # valid convolution, as in the reference implementation
+
+    c1, c2 = 0.01**2, 0.03**2
+    mx, my = blur(x), blur(y)
+    sxx, syy, sxy = blur(x * x) - mx**2, blur(y * y) - my**2, blur(x * y) - mx * my
+    s = ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx**2 + my**2 + c1) * (sxx + syy + c2))
+    return s.mean(dim=(1, 2, 3)).numpy()
+
+
+@torch.no_grad()
+def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed: int = 0,
+                      steps: int | None = None) -> dict[str, Any]:
+    """Roll every episode open-loop from its first frame with its true actions (one batch).
+
+    Returns latents (N, T_max+1, C, s, s) (index 0 = the real first frame), idm errors of each
+    generated chunk (N, n_chunks), success probabilities of every generated frame (N, T_max+1).
+    """
+    cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
+    n = len(episodes)
+    t_max = max(ep.length for ep in episodes)
+    n_chunks = -(-t_max // h)
+    actions = np.zeros((n, n_chunks * h, model.cfg.action_dim), np.float32)  # zero past each episode's end
+    for i, ep in enumerate(episodes):
+        actions[i, : ep.length] = ep.actions
+    act = torch.from_numpy(actions)
+    first = torch.from_numpy(np.stack([ep.obs[cam][0] for ep in episodes])).permute(0, 3, 1, 2)  # (N, 3, S, S)
+    z0 = model.codec.encode(first)  # (N, C, s, s)
+    context = z0[:, None].expand(n, k, *z0.shape[1:]).clone()
+    gen = torch.Generator().manual_seed(seed)
+    latents, idm_err = [z0[:, None]], []
+    for j in tqdm(range(n_chunks), desc="open-loop", unit="chunk", leave=False):
+        chunk = act[:, j * h : (j + 1) * h]
+        lat = model.generate(context, chunk, steps=steps, generator=gen)  # (N, H, C, s, s)
+        idm_err.append((model.inverse_dynamics(context[:, -1], lat) - chunk).abs().mean(-1))  # (N, H)
+        latents.append(lat)
+        context = torch.cat([context, lat], dim=1)[:, -k:]
+    latents_t = torch.cat(latents, dim=1)  # (N, n_chunks*H + 1, C, s, s)
+    heads = model.predict_heads(latents_t)
+    return {"latents": latents_t, "idm_error": torch.cat(idm_err, 1).numpy(),  # (N, n_chunks*H)
+            "success_prob": torch.sigmoid(heads["success_logit"]).numpy(),
+            "env_state": heads["environment_state"].numpy()}
+
+
+@torch.no_grad()
+def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
+                      detect_cube_xy: Callable[[np.ndarray], np.ndarray],
+                      success_from_env_state: Callable[[np.ndarray], np.ndarray],
+                      horizons: Sequence[int] = DEFAULT_HORIZONS, batch_size: int = 64, seed: int = 0,
+                      steps: int | None = None) -> dict[str, Any]:
+    """All the figures of the module docstring. `detect_cube_xy`: (N, S, S, 3) uint8 -> (N, 2) xy (NaN
+    when not found); `success_from_env_state`: (..., E) -> (...) bool (both from the task's env module)."""
+    model.eval()
+    cam, h = model.cfg.camera, model.cfg.chunk
+    per_h: dict[int, dict[str, list[float]]] = {hz: {"psnr": [], "ssim": [], "obj": [], "found": [], "state": []}
+                                               for hz in horizons}
+    agree, agree_det, agree_state, idm_gen = [], [], [], []
+    for start in range(0, len(episodes), batch_size):
+        eps = list(episodes[start : start + batch_size])
+        out = rollout_open_loop(model, eps, seed=seed + start, steps=steps)
+        lat = out["latents"]
+        for i, ep in enumerate(eps):
+            t_end = ep.length
+            idm_gen.extend(out["idm_error"][i, :t_end].tolist())
+            wanted = [hz for hz in horizons if hz <= t_end] + [t_end]
+            frames = model.codec.decode(lat[i, wanted]).permute(0, 2, 3, 1).numpy()  # (len, S, S, 3)
+            real = ep.obs[cam][wanted]
+            cube_gen = detect_cube_xy(frames)  # (len, 2)
+            cube_true = ep.env_state[wanted, :2]
+            p, s = psnr(frames, real), ssim(frames, real)
+            for m, hz in enumerate(wanted[:-1]):
+                rec = per_h[hz]
+                rec["psnr"].append(float(p[m]))
+                rec["ssim"].append(float(s[m]))
+                found = bool(np.isfinite(cube_gen[m]).all())
+                rec["found"].append(float(found))
+                if found:
+                    rec["obj"].append(float(np.linalg.norm(cube_gen[m] - cube_true[m])))
+                rec["state"].append(float(np.linalg.norm(out["env_state"][i, hz, :2] - cube_true[m])))
+            agree.append(bool(out["success_prob"][i, t_end] > 0.5) == ep.success)
+            last_state = ep.env_state[t_end].copy()
+            detected = cube_gen[-1]
+            if np.isfinite(detected).all():
+                last_state[:2] = detected
+                agree_det.append(bool(success_from_env_state(last_state)) == ep.success)
+            else:
+                agree_det.append(not ep.success)  # no cube seen: predicts failure
+            agree_state.append(bool(success_from_env_state(out["env_state"][i, t_end])) == ep.success)
+
+    def by_h(key: str, reduce: Callable[[list[float]], float] = np.mean) -> dict[str, float | None]:
+        return {str(hz): (float(reduce(v[key])) if v[key] else None) for hz, v in per_h.items()}
+
+    real_idm, head_acc, head_bal = _real_frame_metrics(model, episodes)
+    frames = torch.from_numpy(np.concatenate([ep.obs[cam] for ep in episodes[:64]])).permute(0, 3, 1, 2)
+    return {
+        "psnr": by_h("psnr"), "ssim": by_h("ssim"), "object_error": by_h("obj"),
+        "object_error_median": by_h("obj", np.median), "object_detect_rate": by_h("found"),
+        "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},
+        "success_agreement": float(np.mean(agree)), "success_agreement_detector": float(np.mean(agree_det)),
+        "success_agreement_state": float(np.mean(agree_state)),
+        "success_head_accuracy": head_acc, "success_head_balanced_accuracy": head_bal,
+        "idm_error_real": real_idm, "idm_error_generated": float(np.mean(idm_gen)),
+        "reconstruction_psnr": reconstruction_psnr(model.codec, frames),
+        "episodes": len(episodes), "real_success_rate": float(np.mean([ep.success for ep in episodes])),
+        "chunk": h, "sampling_steps": steps or model.cfg.sampling_steps,
+    }
+
+
+@torch.no_grad()
+def _real_frame_metrics(model: LatentWorldModel, episodes: Sequence[Episode]) -> tuple[float, float, float]:
+    """(IDM error on real chunks, success-head accuracy and balanced accuracy on real frames)."""
+    cam, h = model.cfg.camera, model.cfg.chunk
+    idm, correct, pos_ok, neg_ok, n_pos, n_neg = [], 0, 0, 0, 0, 0
+    for ep in episodes:
+        z = model.codec.encode(torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2))  # (T+1, C, s, s)
+        prob = torch.sigmoid(model.predict_heads(z)["success_logit"]).numpy()  # (T+1,)
+        label = np.zeros(ep.length + 1, bool)
+        label[-1] = ep.success  # episodes end on success; no earlier frame is a success
+        pred = prob > 0.5
+        correct += int((pred == label).sum())
+        pos_ok, n_pos = pos_ok + int((pred & label).sum()), n_pos + int(label.sum())
+        neg_ok, n_neg = neg_ok + int((~pred & ~label).sum()), n_neg + int((~label).sum())
+        starts = np.arange(0, ep.length - h + 1, h)
+        if len(starts):
+            prev = z[starts]  # (m, C, s, s)
+            nxt = torch.stack([z[s + 1 : s + 1 + h] for s in starts])  # (m, H, C, s, s)
+            true = torch.from_numpy(np.stack([ep.actions[s : s + h] for s in starts]))
+            idm.extend((model.inverse_dynamics(prev, nxt) - true).abs().mean(-1).flatten().tolist())
+    total = n_pos + n_neg
+    balanced = 0.5 * (pos_ok / max(n_pos, 1) + neg_ok / max(n_neg, 1))
+    return float(np.mean(idm)), correct / total, balanced

@@ -1,0 +1,70 @@
+"""Smoke runs of train-wm, eval-wm and bench wm with tiny sizes on real PushCube episodes."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+import torch
+
+from wmsuite.cli import main
+from wmsuite.data import write_episodes
+from wmsuite.rollout import RolloutConfig, rollout
+from wmsuite.world_models import load_world_model
+
+pytestmark = pytest.mark.slow  # ~1 min on 2 shared cores: a real env, three commands
+
+
+@pytest.fixture(scope="module")
+def pushcube_file(tmp_path_factory):
+    from wmsuite.envs import make_env
+    from wmsuite.envs.experts import make_expert
+
+    env = gym.vector.SyncVectorEnv([lambda: make_env("wmsuite/PushCube-v0")],
+                                   autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    eps = list(rollout(make_expert("wmsuite/PushCube-v0", skill=0.5, seed=0), env,
+                       RolloutConfig(episodes=3, seed=0, progress=False)))
+    path = tmp_path_factory.mktemp("data") / "pushcube.hdf5"
+    write_episodes(path, eps, {"env_name": "wmsuite/PushCube-v0"})
+    return path
+
+
+def test_train_eval_bench_commands(pushcube_file, tmp_path):
+    run = tmp_path / "wm"
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "3", "--save-every", "2",
+                 "--channels", "16", "16", "--batch-size", "4", "--log-every", "1", "--heads-steps", "2",
+                 "--heads-batch-size", "8"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any({"diffusion", "idm", "consistency"} <= set(r) for r in rows)
+    assert "heads/success" in rows[-1]  # stage 'all' ends with the heads fine-tuning
+    model = load_world_model(run)
+    assert model.cfg.channels == (16, 16) and (run / "step_2").is_dir()
+    # --resume continues from latest/ to the new step count
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "4", "--resume",
+                 "--channels", "16", "16", "--batch-size", "4"]) == 0
+    assert json.loads((run / "latest" / "config.json").read_text())["step"] == 4
+    # the heads stage fine-tunes the frame heads of latest/ and keeps the optimizer state for --resume
+    before = load_world_model(run)
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
+                 "--heads-steps", "3", "--heads-batch-size", "8"]) == 0
+    after = load_world_model(run)
+    assert not torch.equal(before.heads.net[0].weight, after.heads.net[0].weight)
+    assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)
+    assert (run / "latest" / "optimizer" / "model.safetensors").is_file()
+
+    out = tmp_path / "eval"
+    assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out),
+                 "--horizons", "1", "8"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    for key in ("psnr", "ssim", "object_error", "success_agreement", "success_head_accuracy", "idm_error_real",
+                "idm_error_generated"):
+        assert key in m, key
+    assert set(m["psnr"]) == {"1", "8"} and m["count"]["1"] == 3
+    assert 0.0 <= m["success_agreement"] <= 1.0
+
+    bench = tmp_path / "bench"
+    assert main(["bench", "wm", "--wm", str(run), "--batch-sizes", "1", "2", "--steps", "1", "--repeats", "1",
+                 "--sim-steps", "5", "--out", str(bench)]) == 0
+    b = json.loads((bench / "metrics.json").read_text())
+    assert b["wm_frames_per_s"] > 0 and b["sim_steps_per_s"] > 0 and "wm_frames_per_s_b1" in b

@@ -1,0 +1,80 @@
+"""`wmsuite bench wm`: world-model rollout frames/s (batch 1/16/64) next to the real env's steps/s.
+
+    wmsuite bench wm --wm assets/wm/pushcube --out runs/bench-wm
+
+metrics.json keys: wm_frames_per_s (batch 64), wm_frames_per_s_b<B> and wm_action_steps_per_s_b<B>
+for every batch, sim_steps_per_s (one real env, rendering 64 px), ratio_b64 (= wm_frames_per_s /
+sim_steps_per_s), torch_threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from wmsuite.logging import write_metrics
+
+
+@dataclass
+class BenchWMConfig:
+    wm: str = "assets/wm/pushcube"
+    """World-model checkpoint (or run directory)."""
+    env: str = "wmsuite/PushCube-v0"
+    """Real env: the reference simulator and the source of the context frames."""
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 16, 64])
+    """WorldModelEnv batch sizes to time."""
+    steps: int = 4
+    """World-model steps per timed run."""
+    repeats: int = 3
+    """Timed runs per figure (median reported)."""
+    sim_steps: int = 200
+    """Real env steps per timed run."""
+    sampling_steps: int = 0
+    """Euler steps per chunk (0: the checkpoint's default)."""
+    out: str = ""
+    """Directory for metrics.json (nothing written when empty)."""
+    seed: int = 0
+    """Seed of the random actions and contexts."""
+
+    def __post_init__(self) -> None:
+        if not self.batch_sizes or min(self.batch_sizes) < 1:
+            raise ValueError(f"batch_sizes must be positive, got {self.batch_sizes}")
+        for name in ("steps", "repeats", "sim_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+CONFIG = BenchWMConfig
+
+
+@torch.no_grad()
+def run(cfg: BenchWMConfig) -> int:
+    from wmsuite.envs import make_env
+    from wmsuite.eval_harness.bench_wm import bench_real_env, bench_world_model
+    from wmsuite.world_models import load_world_model
+
+    model = load_world_model(cfg.wm, sampling_steps=cfg.sampling_steps or None)
+    size = model.codec_cfg.image_size
+
+    def real() -> object:
+        return make_env(cfg.env, image_size=size)
+
+    sim = bench_real_env(real, steps=cfg.sim_steps, repeats=cfg.repeats, seed=cfg.seed)
+    wm = bench_world_model(model, real, cfg.batch_sizes, steps=cfg.steps, repeats=cfg.repeats, seed=cfg.seed)
+    print(f"real env {cfg.env}: {sim:.0f} rendered steps/s ({size} px, one env)")
+    print(f"world model: chunk {model.cfg.chunk}, {model.cfg.sampling_steps} sampling step(s), "
+          f"{torch.get_num_threads()} torch threads")
+    print(f"{'batch':>6} {'frames/s':>9} {'action steps/s':>15} {'ms/step':>8} {'vs sim':>7}")
+    metrics: dict[str, float] = {"sim_steps_per_s": sim, "torch_threads": torch.get_num_threads()}
+    for b, r in wm.items():
+        print(f"{b:>6} {r['frames_per_s']:>9.1f} {r['action_steps_per_s']:>15.1f} {r['step_ms']:>8.1f} "
+              f"{r['frames_per_s'] / sim:>7.2f}")
+        metrics[f"wm_frames_per_s_b{b}"] = r["frames_per_s"]
+        metrics[f"wm_action_steps_per_s_b{b}"] = r["action_steps_per_s"]
+    last = max(wm)
+    metrics["wm_frames_per_s"] = wm[64]["frames_per_s"] if 64 in wm else wm[last]["frames_per_s"]
+    metrics["ratio_b64"] = metrics["wm_frames_per_s"] / sim
+    if cfg.out:
+        print(f"wrote {write_metrics(cfg.out, metrics)}")
+    return 0

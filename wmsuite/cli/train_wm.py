@@ -1,0 +1,197 @@
+"""`wmsuite train-wm`: train the latent video diffusion world model (codec, then dynamics + heads).
+
+    wmsuite train-wm --data data/pushcube_mixed.hdf5 --out runs/wm-pushcube
+    wmsuite train-wm --data ... --out runs/wm-pushcube --resume            # continue from runs/.../latest
+    wmsuite train-wm --data ... --out runs/wm2 --codec-from runs/wm-pushcube/codec   # reuse a codec
+
+Writes `out/metrics.jsonl` (and an offline wandb run with --wandb), `out/codec/`, and world-model
+checkpoints `out/step_<N>/` and `out/latest/` (safetensors + config.json).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from wmsuite.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
+from wmsuite.cli.common import seed_everything
+from wmsuite.config import to_dict
+from wmsuite.data import load_episodes
+from wmsuite.logging import RunLogger
+from wmsuite.world_models import load_world_model
+from wmsuite.world_models.config import CodecConfig, WorldModelConfig
+from wmsuite.world_models.train import (
+    TrainSettings,
+    build_model,
+    episode_frames,
+    load_codec,
+    load_optimizer_state,
+    save_model,
+    train_codec,
+    train_dynamics,
+    train_heads,
+)
+
+
+@dataclass
+class TrainWMConfig:
+    data: str = "data/pushcube_mixed.hdf5"
+    """Training episodes (robomimic-format HDF5, or a Robomimic/LIBERO file)."""
+    out: str = "runs/wm-pushcube"
+    """Run directory (checkpoints, metrics.jsonl)."""
+    camera: str = "top"
+    """Camera the world model generates."""
+    stage: Literal["all", "codec", "dynamics", "heads"] = "all"
+    """'codec': train the frame autoencoder only; 'dynamics': train the dynamics on an existing codec
+    (--codec-from, or out/codec); 'all': both, then the heads; 'heads': fine-tune the frame heads of
+    out/latest alone on every real frame (class-balanced success loss)."""
+    heads_steps: int = 1500
+    """Steps of the heads fine-tuning stage."""
+    heads_batch_size: int = 256
+    """Frames per heads fine-tuning step."""
+    heads_lr: float = 1e-3
+    """Learning rate of the heads fine-tuning stage."""
+    codec_from: str = ""
+    """Existing codec checkpoint directory to reuse (skips stage 1)."""
+    codec_kind: Literal["pixel", "patch", "autoencoder_kl"] = "pixel"
+    """Frame codec: see CodecConfig.kind."""
+    downsample: int = 8
+    """Codec downsampling factor f: latents are (C, S/f, S/f)."""
+    codec_steps: int = 3000
+    """Codec optimizer steps."""
+    codec_batch_size: int = 32
+    """Frames per codec step."""
+    codec_lr: float = 1e-3
+    """Codec learning rate."""
+    codec_minutes: float = 0.0
+    """Wall-clock budget of the codec stage (0: none)."""
+    steps: int = 4000
+    """Dynamics optimizer steps."""
+    batch_size: int = 16
+    """Windows per dynamics step."""
+    lr: float = 5e-4
+    """Dynamics learning rate."""
+    max_minutes: float = 0.0
+    """Wall-clock budget of the dynamics stage (0: none); it saves and stops when spent."""
+    context: int = 4
+    """K: context frames."""
+    chunk: int = 4
+    """H: actions per world-model step."""
+    channels: tuple[int, ...] = (64, 64)
+    """UNet block widths."""
+    attention: bool = False
+    """Self-attention in the UNet's lower blocks."""
+    sampling_steps: int = 1
+    """Default Euler steps at generation."""
+    p_backward: float = 0.0
+    """Fraction of windows trained backward in time (direction flag)."""
+    context_noise_max: float = 0.3
+    """Maximum context noise augmentation level."""
+    consistency_weight: float = 0.1
+    """Forward-inverse consistency weight."""
+    save_every: int = 200
+    """Steps between checkpoints."""
+    log_every: int = 10
+    """Steps between metric rows."""
+    resume: bool = False
+    """Continue the dynamics stage from out/latest (model + optimizer + step)."""
+    device: str = "cpu"
+    """Torch device ('cpu', 'cuda')."""
+    seed: int = 0
+    """Seed of initialisation and batch sampling."""
+    wandb: bool = False
+    """Also log to wandb (offline mode unless configured)."""
+
+    def __post_init__(self) -> None:
+        for name in ("codec_steps", "codec_batch_size", "steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.stage not in ("all", "codec", "dynamics", "heads"):
+            raise ValueError(f"stage must be 'all', 'codec', 'dynamics' or 'heads', got {self.stage!r}")
+        if self.heads_steps < 1 or self.heads_batch_size < 1:
+            raise ValueError(f"heads_steps and heads_batch_size must be >= 1, got {self.heads_steps}, "
+                             f"{self.heads_batch_size}")
+        if not Path(self.data).is_file():
+            raise ValueError(f"--data {self.data} does not exist; record episodes with `wmsuite collect`")
+        self.channels = tuple(self.channels)
+
+
+CONFIG = TrainWMConfig
+
+
+def run(cfg: TrainWMConfig) -> int:
+    seed_everything(cfg.seed)
+    out = Path(cfg.out)
+    episodes = load_episodes(cfg.data)
+    log = RunLogger(out, config=to_dict(cfg), use_wandb=cfg.wandb)
+    began = time.time()
+    try:
+        if cfg.stage == "heads":
+            return _heads(cfg, episodes, log)
+        if cfg.resume and cfg.stage != "codec":
+            return _resume(cfg, episodes, log)
+        codec_dir = Path(cfg.codec_from) if cfg.codec_from else out / "codec"
+        if cfg.stage in ("all", "codec") and not cfg.codec_from:
+            frames = torch.cat(episode_frames(episodes, cfg.camera))  # (N, 3, S, S)
+            codec_cfg = CodecConfig(kind=cfg.codec_kind, image_size=int(frames.shape[-1]), downsample=cfg.downsample)
+            st = TrainSettings(steps=cfg.codec_steps, batch_size=cfg.codec_batch_size, lr=cfg.codec_lr,
+                               max_minutes=cfg.codec_minutes, log_every=cfg.log_every, seed=cfg.seed,
+                               device=cfg.device)
+            train_codec(frames, codec_cfg, st, out, log=log.log)
+            print(f"codec: {(time.time() - began) / 60:.1f} min -> {out / 'codec'}")
+        if cfg.stage == "codec":
+            return 0
+        codec = load_codec(codec_dir, cfg.device)
+        ep = episodes[0]
+        wm_cfg = WorldModelConfig(
+            camera=cfg.camera, context=cfg.context, chunk=cfg.chunk, action_dim=ep.actions.shape[1],
+            state_dim=ep.state.shape[1], env_state_dim=ep.env_state.shape[1], channels=cfg.channels,
+            attention=cfg.attention, sampling_steps=cfg.sampling_steps, p_backward=cfg.p_backward,
+            context_noise_max=cfg.context_noise_max, consistency_weight=cfg.consistency_weight)
+        model = build_model(episodes, wm_cfg, codec)
+        print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; config {asdict(wm_cfg)}")
+        step = train_dynamics(model, episodes, _settings(cfg), out, log=log.log)
+        print(f"trained {step} steps in {(time.time() - began) / 60:.1f} min -> {out / 'latest'}")
+        if cfg.stage == "all":
+            _heads(cfg, episodes, log)
+    finally:
+        log.close()
+    return 0
+
+
+def _settings(cfg: TrainWMConfig) -> TrainSettings:
+    return TrainSettings(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, max_minutes=cfg.max_minutes,
+                         save_every=cfg.save_every, log_every=cfg.log_every, seed=cfg.seed, device=cfg.device)
+
+
+def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
+    latest = Path(cfg.out) / "latest"
+    model = load_world_model(latest, device=cfg.device)
+    config = json.loads((latest / "config.json").read_text())
+    st = TrainSettings(steps=cfg.heads_steps, batch_size=cfg.heads_batch_size, lr=cfg.heads_lr,
+                       log_every=cfg.log_every, seed=cfg.seed, device=cfg.device)
+    began = time.time()
+    logs = train_heads(model, episodes, st, log=lambda m, s: log.log(m, config["step"] + s))
+    optimizer = load_checkpoint(latest / "optimizer") if is_checkpoint(latest / "optimizer") else None
+    save_model(model, Path(cfg.out), config["step"], minutes=config.get("train_minutes_this_session", 0.0))
+    if optimizer is not None:  # keep the dynamics optimizer state, so --resume still works
+        save_checkpoint(latest / "optimizer", *optimizer)
+    print(f"heads fine-tuned for {cfg.heads_steps} steps in {(time.time() - began) / 60:.1f} min: {logs}")
+    return 0
+
+
+def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
+    latest = Path(cfg.out) / "latest"
+    model = load_world_model(latest, device=cfg.device)
+    step = int(json.loads((latest / "config.json").read_text())["step"])
+    opt_state = load_optimizer_state(latest / "optimizer")
+    print(f"resuming from {latest} at step {step}")
+    last = train_dynamics(model, episodes, _settings(cfg), cfg.out, log=log.log, start_step=step,
+                          optimizer_state=opt_state)
+    print(f"trained to step {last} -> {latest}")
+    return 0

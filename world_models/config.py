@@ -1,0 +1,127 @@
+"""Configuration of the latent video diffusion world model: the frame codec and the dynamics model.
+
+Both are dataclasses with a docstring under every field; `__post_init__` names any bad value.
+They travel inside every checkpoint's `config.json`, so a checkpoint rebuilds its own model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class CodecConfig:
+    kind: Literal["pixel", "patch", "autoencoder_kl"] = "pixel"
+    """'pixel' (default): lossless, parameter-free space-to-depth of the frame into (3 f^2, S/f, S/f)
+    latents (pixel-space diffusion on patches); 'patch': a learned variational autoencoder built from
+    diffusers ResnetBlock2D at latent resolution (patch conv in, pixel shuffle out); 'autoencoder_kl':
+    a small diffusers AutoencoderKL. On our 2 shared CPU cores the learned codecs cost 3-8 s per
+    training step and decode only 20-130 frames/s at 64 px (measured, docs/world_models.md), which
+    left no time to train the dynamics; the learned ones stay one flag away for GPUs."""
+    image_size: int = 64
+    """Side S of the square camera frames."""
+    latent_channels: int = 4
+    """C: channels of a learned codec's latent frame (the pixel codec has 3 * downsample^2)."""
+    downsample: int = 8
+    """f: the latent frame is (C, S/f, S/f); a power of two (8: 64x64x3 pixels -> 8x8x192 for the
+    pixel codec, the cheapest that trained in time on our CPU)."""
+    width: int = 64
+    """Feature width of a learned autoencoder's blocks."""
+    blocks: int = 2
+    """Residual blocks in each of the encoder and the decoder."""
+    kl_weight: float = 1e-6
+    """Weight of the KL term of the autoencoder loss (small: the posterior mean is the latent)."""
+    color_weight: float = 10.0
+    """Extra reconstruction weight on saturated-colour pixels (the cube, goal and pusher are small
+    coloured blobs on a grey table; without it an MSE autoencoder blurs them away)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("patch", "autoencoder_kl", "pixel"):
+            raise ValueError(f"codec kind must be 'patch', 'autoencoder_kl' or 'pixel', got {self.kind!r}")
+        if self.image_size < 8:
+            raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        if self.latent_channels < 1:
+            raise ValueError(f"latent_channels must be >= 1, got {self.latent_channels}")
+        if self.downsample < 1 or self.downsample & (self.downsample - 1) or self.image_size % self.downsample:
+            raise ValueError(f"downsample must be a power of two dividing image_size {self.image_size}, "
+                             f"got {self.downsample}")
+        if self.width < 16 or self.width % 16:
+            raise ValueError(f"width must be a multiple of 16, got {self.width}")
+        if self.blocks < 0:
+            raise ValueError(f"blocks must be >= 0, got {self.blocks}")
+        if self.kl_weight < 0 or self.color_weight < 0:
+            raise ValueError(f"kl_weight and color_weight must be >= 0, got {self.kl_weight}, {self.color_weight}")
+
+
+@dataclass
+class WorldModelConfig:
+    camera: str = "top"
+    """The camera the world model generates (observations carry it under pixels[camera])."""
+    context: int = 4
+    """K: latent frames of context the dynamics model sees."""
+    chunk: int = 4
+    """H: actions consumed per world-model step; the model predicts the H frames they produce."""
+    action_dim: int = 2
+    """A: size of one action."""
+    state_dim: int = 2
+    """D: size of agent_pos (predicted by the frame heads)."""
+    env_state_dim: int = 6
+    """E: size of environment_state (predicted by the frame heads)."""
+    channels: tuple[int, ...] = (64, 64)
+    """Block widths of the diffusers UNet2DModel denoiser (sized for 2 shared CPU cores)."""
+    attention: bool = False
+    """Self-attention in the UNet's lower-resolution blocks (off: the 16x16 latent's convolutions
+    already see the whole frame at the 4x4 level, and attention costs ~60% more time per step)."""
+    sigma_min: float = 0.002
+    """Smallest EDM noise level."""
+    sigma_max: float = 5.0
+    """Largest EDM noise level (sampling starts here; DIAMOND uses 5 for frame prediction)."""
+    sigma_data: float = 0.5
+    """EDM data scale; latents are scaled to this standard deviation."""
+    p_mean: float = 0.0
+    """Mean of log(sigma) for training noise levels (log-normal, as in EDM)."""
+    p_std: float = 1.2
+    """Std of log(sigma) for training noise levels."""
+    residual: bool = True
+    """Diffuse the change of each target frame from the newest context frame rather than the frame
+    itself (most of a frame does not move between steps; this is much cheaper to learn)."""
+    sampling_steps: int = 1
+    """Euler steps of the EDM sampler at generation (1-4: rollouts are long)."""
+    context_noise_max: float = 0.3
+    """Training augmentation: context latents get Gaussian noise of a level drawn uniformly in
+    [0, this] (in units of sigma_data-scaled latents), and the level is given to the model, as in
+    GameNGen/DIAMOND, so errors of its own generated context do not compound."""
+    context_noise_eval: float = 0.0
+    """Context noise level applied (and announced) at generation time."""
+    p_backward: float = 0.0
+    """Probability that a training window is played backward in time (direction flag -1)."""
+    p_single_frame: float = 0.1
+    """Probability that a training window's context is its newest frame repeated K times (how a
+    rollout starts from one real frame)."""
+    idm_weight: float = 1.0
+    """Weight of the inverse-dynamics loss on real latents."""
+    consistency_weight: float = 0.1
+    """Weight of forward-inverse consistency: the inverse-dynamics head must recover the actions
+    from the denoiser's prediction (gradient flows into the denoiser only)."""
+    head_weight: float = 1.0
+    """Weight of the frame heads' losses (agent_pos, environment_state, success, reward)."""
+
+    def __post_init__(self) -> None:
+        for name in ("context", "chunk", "action_dim", "sampling_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("state_dim", "env_state_dim"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        self.channels = tuple(int(c) for c in self.channels)
+        if not self.channels or any(c < 8 or c % 8 for c in self.channels):
+            raise ValueError(f"channels must be multiples of 8 (GroupNorm groups), got {self.channels}")
+        if not 0 < self.sigma_min < self.sigma_max:
+            raise ValueError(f"need 0 < sigma_min < sigma_max, got {self.sigma_min}, {self.sigma_max}")
+        for name in ("p_backward", "p_single_frame"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("context_noise_max", "context_noise_eval", "idm_weight", "consistency_weight", "head_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -1,0 +1,199 @@
+"""`WorldModelEnv`: a learned simulator as a batched Gymnasium VectorEnv.
+
+    env = WorldModelEnv(model, context_source=GymResetContext(lambda: make_env("wmsuite/PushCube-v0")),
+                        num_envs=16, horizon=20)
+    obs, info = env.reset(seed=[0, 1, ...])              # real first observations, same seeds as the real env
+    obs, reward, terminated, truncated, info = env.step(chunks)   # chunks (num_envs, H, A)
+
+- reset takes real context from a context source: a callable `seed -> observation` (one real
+  observation in the env convention, or a list of them, oldest first). One frame is repeated to fill
+  the K context frames, as in training. `GymResetContext` wraps any Gymnasium env's reset, so the
+  same seeds give the same initial states as the real env; `EpisodeContext` serves recorded episodes.
+- step consumes one action chunk per sub-env (single_action_space is (H, A), so the rollout engine
+  hands it whole chunks), generates the H frames with the diffusion model (few-step EDM sampling,
+  all sub-envs in one batch) and returns the observation after the chunk, in the real env's format:
+  pixels[camera] uint8 (S, S, 3), agent_pos and environment_state from the learned frame heads.
+- terminated: the success head says the cube reached the goal on one of the chunk's frames (the
+  observation is then that frame, as the real env stops there); truncated: `horizon` steps done.
+- info (arrays over sub-envs): is_success, and trust signals `trust/idm_error` (mean absolute error of
+  the actions the inverse-dynamics head recovers from the generated frames vs the actions given) and
+  `trust/success_prob`.
+- Autoreset is disabled (Gymnasium's AutoresetMode.DISABLED): reset finished sub-envs with
+  `reset(seed=..., options={"reset_mask": mask})`, as the rollout engine does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space
+
+from wmsuite.types import Episode
+from wmsuite.world_models.model import FORWARD, LatentWorldModel
+
+Observation = dict[str, Any]
+ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
+
+
+class GymResetContext:
+    """seed -> the first observation of a real env reset with that seed."""
+
+    def __init__(self, make_env: Callable[[], gym.Env]) -> None:
+        self.env = make_env()
+
+    def __call__(self, seed: int) -> Observation:
+        obs, _ = self.env.reset(seed=int(seed))
+        return obs
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class EpisodeContext:
+    """seed -> the first `frames` observations of recorded episode `seed % len(episodes)`."""
+
+    def __init__(self, episodes: Sequence[Episode], frames: int = 1) -> None:
+        if not episodes:
+            raise ValueError("EpisodeContext needs at least one episode")
+        if frames < 1:
+            raise ValueError(f"frames must be >= 1, got {frames}")
+        self.episodes, self.frames = list(episodes), frames
+
+    def __call__(self, seed: int) -> list[Observation]:
+        ep = self.episodes[int(seed) % len(self.episodes)]
+        return [ep.observation(t) for t in range(min(self.frames, ep.length + 1))]
+
+
+class WorldModelEnv(gym.vector.VectorEnv):
+    """See the module docstring."""
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.DISABLED, "render_modes": []}
+
+    def __init__(self, model: LatentWorldModel, context_source: ContextSource, num_envs: int = 1,
+                 horizon: int = 20, action_low: float = -1.0, action_high: float = 1.0,
+                 success_threshold: float = 0.5, terminate_on_success: bool = True,
+                 sampling_steps: int | None = None, device: str = "cpu", seed: int = 0) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if horizon < 1:
+            raise ValueError(f"horizon must be >= 1 world-model steps, got {horizon}")
+        if not 0.0 < success_threshold < 1.0:
+            raise ValueError(f"success_threshold must be in (0, 1), got {success_threshold}")
+        self.model = model.to(device).eval()
+        self.source, self.device = context_source, device
+        self.num_envs, self.horizon = num_envs, horizon
+        self.success_threshold, self.terminate_on_success = success_threshold, terminate_on_success
+        self.sampling_steps = sampling_steps
+        cfg, codec = model.cfg, model.codec
+        self.camera, self.k, self.h = cfg.camera, cfg.context, cfg.chunk
+        size = codec.cfg.image_size
+        self.single_action_space = spaces.Box(action_low, action_high, (cfg.chunk, cfg.action_dim), np.float32)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.single_observation_space = spaces.Dict({
+            "pixels": spaces.Dict({self.camera: spaces.Box(0, 255, (size, size, 3), np.uint8)}),
+            "agent_pos": spaces.Box(-np.inf, np.inf, (cfg.state_dim,), np.float32),
+            "environment_state": spaces.Box(-np.inf, np.inf, (cfg.env_state_dim,), np.float32),
+        })
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        c, s = codec.latent_channels, codec.latent_size
+        self._context = torch.zeros(num_envs, self.k, c, s, s, device=device)  # (n, K, C, s, s)
+        self._frames = np.zeros((num_envs, size, size, 3), np.uint8)  # current observation per sub-env
+        self._agent_pos = np.zeros((num_envs, cfg.state_dim), np.float32)
+        self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
+        self._success = np.zeros(num_envs, bool)
+        self._t = np.zeros(num_envs, np.int64)
+        self._gen = torch.Generator(device=device).manual_seed(seed)
+        self._seed_rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+        mask = np.ones(self.num_envs, bool)
+        if options and options.get("reset_mask") is not None:
+            mask = np.asarray(options["reset_mask"], bool)
+            if mask.shape != (self.num_envs,):
+                raise ValueError(f"reset_mask must have shape ({self.num_envs},), got {mask.shape}")
+        seeds = self._seeds(seed)
+        if isinstance(seed, int):
+            self._gen.manual_seed(seed)
+        frames, states, env_states, rows = [], [], [], np.flatnonzero(mask)
+        for i in rows:
+            obs = self.source(int(seeds[i]))
+            seq = [obs] if isinstance(obs, dict) else list(obs)
+            if not seq or len(seq) > self.k:
+                raise ValueError(f"the context source returned {len(seq)} observations; need 1..{self.k}")
+            seq = [seq[0]] * (self.k - len(seq)) + seq  # repeat the oldest to fill K frames
+            frames.append(np.stack([np.asarray(o["pixels"][self.camera]) for o in seq]))  # (K, S, S, 3)
+            states.append(np.asarray(seq[-1]["agent_pos"], np.float32))
+            env_states.append(np.asarray(seq[-1].get("environment_state", np.zeros(0)), np.float32))
+        if len(rows):
+            pix = torch.from_numpy(np.stack(frames)).to(self.device)  # (m, K, S, S, 3)
+            with torch.no_grad():
+                lat = self.model.codec.encode(pix.flatten(0, 1).permute(0, 3, 1, 2))  # (m*K, C, s, s)
+            self._context[torch.from_numpy(rows).to(self.device)] = lat.view(len(rows), self.k, *lat.shape[1:])
+            self._frames[rows] = np.stack(frames)[:, -1]
+            self._agent_pos[rows] = np.stack(states)
+            if self._env_state.shape[1]:
+                self._env_state[rows] = np.stack(env_states)
+            self._success[rows] = False
+            self._t[rows] = 0
+        return self._obs(), {"is_success": self._success.copy(), "_is_success": np.ones(self.num_envs, bool)}
+
+    def step(self, actions: Any) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        act = torch.as_tensor(np.asarray(actions, np.float32), device=self.device)  # (n, H, A)
+        if act.shape != (self.num_envs, *self.single_action_space.shape):
+            raise ValueError(f"actions must have shape {(self.num_envs, *self.single_action_space.shape)}, "
+                             f"got {tuple(act.shape)}")
+        act = act.clamp(float(self.single_action_space.low.min()), float(self.single_action_space.high.max()))
+        model = self.model
+        with torch.no_grad():
+            lat = model.generate(self._context, act, FORWARD, self.sampling_steps, self._gen)  # (n, H, C, s, s)
+            heads = model.predict_heads(lat)  # each (n, H, ...)
+            idm = model.inverse_dynamics(self._context[:, -1], lat)  # (n, H, A)
+            prob = torch.sigmoid(heads["success_logit"])  # (n, H)
+            hit = prob > self.success_threshold
+            first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.h - 1,
+                                                                                     dtype=torch.long))  # (n,)
+            rows = torch.arange(self.num_envs, device=self.device)
+            frame = model.codec.decode(lat[rows, first])  # (n, 3, S, S) uint8
+            reward = (heads["reward"] * (torch.arange(self.h, device=self.device)[None] <= first[:, None])).sum(1)
+        self._context = torch.cat([self._context, lat], dim=1)[:, -self.k :]
+        self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
+        self._agent_pos = heads["agent_pos"][rows, first].cpu().numpy().astype(np.float32)
+        self._env_state = heads["environment_state"][rows, first].cpu().numpy().astype(np.float32)
+        self._success = hit.any(1).cpu().numpy()
+        self._t += 1
+        terminated = self._success & self.terminate_on_success
+        truncated = (self._t >= self.horizon) & ~terminated
+        ones = np.ones(self.num_envs, bool)
+        info = {
+            "is_success": self._success.copy(), "_is_success": ones,
+            "trust/idm_error": (idm - act).abs().mean(dim=(1, 2)).cpu().numpy(), "_trust/idm_error": ones,
+            "trust/success_prob": prob.max(1).values.cpu().numpy(), "_trust/success_prob": ones,
+        }
+        return self._obs(), reward.cpu().numpy().astype(np.float32), terminated, truncated, info
+
+    def close(self, **kwargs: Any) -> None:
+        close = getattr(self.source, "close", None)
+        if close is not None:
+            close()
+
+    # ------------------------------------------------------------------ helpers
+    def _obs(self) -> Observation:
+        return {"pixels": {self.camera: self._frames.copy()}, "agent_pos": self._agent_pos.copy(),
+                "environment_state": self._env_state.copy()}
+
+    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int]:
+        if seed is None:
+            seed = [None] * self.num_envs
+        elif isinstance(seed, (int, np.integer)):
+            seed = [int(seed) + i for i in range(self.num_envs)]
+        seed = list(seed)
+        if len(seed) != self.num_envs:
+            raise ValueError(f"reset got {len(seed)} seeds for {self.num_envs} sub-envs")
+        return [int(s) if s is not None else int(self._seed_rng.integers(2**31)) for s in seed]

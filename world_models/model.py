@@ -1,0 +1,249 @@
+"""`LatentWorldModel`: action-conditioned autoregressive video diffusion in a frame codec's latent space.
+
+One world-model step maps K context latent frames and a chunk of H actions to the H latent frames
+those actions produce (one frame per action). Pieces, all trained jointly by `loss`:
+
+    codec       frames (3, S, S) uint8 <-> latents (C, s, s)                 (codec.py; trained first)
+    denoiser    diffusers UNet2DModel on [noisy target (H*C) | context (K*C)] channels, EDM
+                preconditioning and few-step Euler sampling from diffusers' EDMEulerScheduler
+    cond        MLP of (action chunk, direction one-hot, context-noise level) -> a vector added to
+                the UNet's timestep embedding (class_embed_type="identity"), so continuous actions
+                enter the conditioning as the timestep does, never as tiled pixels
+    direction   +1 forward / -1 backward in time: backward windows are the same windows played in
+                reverse (context = later frames, target = earlier frames, actions reversed)
+    heads       a small CNN on one latent frame -> agent_pos, environment_state, success logit, reward
+    idm         inverse dynamics: (previous latent, H next latents) -> the H actions between them;
+                forward-inverse consistency asks it to recover the actions from the denoiser's output
+
+Shapes: B batch, K context, H chunk, A action size, C latent channels, s latent side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import EDMEulerScheduler, UNet2DModel
+from torch import nn
+from torch.func import functional_call
+
+from wmsuite.world_models.codec import FrameCodec, make_codec
+from wmsuite.world_models.config import CodecConfig, WorldModelConfig
+
+FORWARD, BACKWARD = 1, -1
+_NOISE_SCALE = 1000.0  # c_noise = log(sigma)/4 spans ~2 units; the UNet's sinusoidal embedding wants ~1000s
+
+
+class LatentWorldModel(nn.Module):
+    """See the module docstring. `stats` holds normalisation statistics of agent_pos and
+    environment_state ({"state_mean", "state_std", "env_state_mean", "env_state_std"}: lists)."""
+
+    def __init__(self, cfg: WorldModelConfig, codec_cfg: CodecConfig, stats: dict[str, list[float]]) -> None:
+        super().__init__()
+        self.cfg, self.codec_cfg = cfg, codec_cfg
+        self.codec: FrameCodec = make_codec(codec_cfg, cfg.sigma_data)
+        c, s, k, h, a = self.codec.latent_channels, self.codec.latent_size, cfg.context, cfg.chunk, cfg.action_dim
+        n = len(cfg.channels)
+        down = ("DownBlock2D",) + (("AttnDownBlock2D",) if cfg.attention else ("DownBlock2D",)) * (n - 1)
+        up = (("AttnUpBlock2D",) if cfg.attention else ("UpBlock2D",)) * (n - 1) + ("UpBlock2D",)
+        self.denoiser = UNet2DModel(
+            sample_size=s, in_channels=(h + k) * c, out_channels=h * c, block_out_channels=cfg.channels,
+            layers_per_block=1, down_block_types=down, up_block_types=up, class_embed_type="identity",
+            # FiLM (scale and shift after the norm): with the default additive embedding, the GroupNorm
+            # that follows removes most of a per-channel offset, and the actions barely condition the
+            # output (measured: a tiny model ignored its actions and direction flag entirely).
+            resnet_time_scale_shift="scale_shift", norm_num_groups=8, attention_head_dim=32,
+            add_attention=cfg.attention,
+        )
+        temb = cfg.channels[0] * 4  # UNet2DModel's time-embedding width
+        self.cond = nn.Sequential(nn.Linear(h * a + 2 + 1, temb), nn.SiLU(), nn.Linear(temb, temb))
+        self.heads = FrameHeads(c, s, cfg.state_dim, cfg.env_state_dim)
+        self.idm = InverseDynamics(c, s, h, a)
+        self.scheduler = EDMEulerScheduler(sigma_min=cfg.sigma_min, sigma_max=cfg.sigma_max,
+                                           sigma_data=cfg.sigma_data, prediction_type="epsilon")
+        for key in ("state", "env_state"):
+            dim = cfg.state_dim if key == "state" else cfg.env_state_dim
+            mean, std = stats.get(f"{key}_mean"), stats.get(f"{key}_std")
+            if mean is None or std is None or len(mean) != dim or len(std) != dim:
+                raise ValueError(f"stats must hold {key}_mean and {key}_std of length {dim}; got {stats}")
+            self.register_buffer(f"{key}_mean", torch.tensor(mean, dtype=torch.float32))
+            self.register_buffer(f"{key}_std", torch.tensor(std, dtype=torch.float32).clamp_min(1e-6))
+
+    # ------------------------------------------------------------------ the denoiser
+    def denoise(self, noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
+                direction: torch.Tensor, context_noise: torch.Tensor) -> torch.Tensor:
+        """EDM denoiser D(x; sigma).
+
+        noisy (B, H, C, s, s), sigma (B,), context (B, K, C, s, s), actions (B, H, A), direction (B,) of
+        +1/-1, context_noise (B,) the noise level already added to the context -> (B, H, C, s, s).
+        """
+        b = noisy.shape[0]
+        sig = sigma.view(b, 1, 1, 1)
+        x_in = self.scheduler.precondition_inputs(noisy.flatten(1, 2), sig)  # (B, H*C, s, s)
+        c_noise = self.scheduler.precondition_noise(sigma) * _NOISE_SCALE  # (B,)
+        onehot = torch.stack([direction > 0, direction < 0], dim=1).to(actions.dtype)  # (B, 2)
+        cond = self.cond(torch.cat([actions.flatten(1), onehot, context_noise[:, None]], dim=1))  # (B, temb)
+        out = self.denoiser(torch.cat([x_in, context.flatten(1, 2)], dim=1), c_noise, class_labels=cond).sample
+        denoised = self.scheduler.precondition_outputs(noisy.flatten(1, 2), out, sig)  # (B, H*C, s, s)
+        return denoised.view_as(noisy)
+
+    @torch.no_grad()
+    def generate(self, context: torch.Tensor, actions: torch.Tensor, direction: int = FORWARD,
+                 steps: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Sample the H latent frames that `actions` (B, H, A) produce after `context` (B, K, C, s, s).
+
+        Few-step Euler sampling with diffusers' EDMEulerScheduler (Karras sigmas from sigma_max).
+        """
+        b = context.shape[0]
+        h, c, s = self.cfg.chunk, self.codec.latent_channels, self.codec.latent_size
+        ctx_noise = torch.full((b,), self.cfg.context_noise_eval, device=context.device)
+        base = context[:, -1:] if self.cfg.residual else 0.0  # (B, 1, C, s, s): the newest clean frame
+        if self.cfg.context_noise_eval > 0:
+            noise = torch.randn(context.shape, generator=generator, device=context.device)
+            context = context + ctx_noise.view(b, 1, 1, 1, 1) * noise
+        dirs = torch.full((b,), direction, device=context.device)
+        self.scheduler.set_timesteps(steps or self.cfg.sampling_steps, device=context.device)
+        sigmas = self.scheduler.sigmas.to(torch.float32)
+        x = torch.randn((b, h, c, s, s), generator=generator, device=context.device) * sigmas[0]
+        for i, t in enumerate(self.scheduler.timesteps):
+            sigma = sigmas[i].expand(b)
+            denoised = self.denoise(x, sigma, context, actions, dirs, ctx_noise)
+            self.scheduler.is_scale_input_called = True  # denoise() applied the EDM input scaling itself
+            x = self.scheduler.step(denoised.flatten(1, 2), t, x.flatten(1, 2),
+                                    pred_original_sample=denoised.flatten(1, 2)).prev_sample.view_as(x)
+        return x + base
+
+    # ------------------------------------------------------------------ heads
+    def predict_heads(self, latents: torch.Tensor) -> dict[str, torch.Tensor]:
+        """latents (..., C, s, s) -> agent_pos (..., D), environment_state (..., E) in their own units,
+        success_logit (...), reward (...)."""
+        lead = latents.shape[:-3]
+        out = self.heads(latents.reshape(-1, *latents.shape[-3:]))
+        return {
+            "agent_pos": (out["state"] * self.state_std + self.state_mean).view(*lead, -1),
+            "environment_state": (out["env_state"] * self.env_state_std + self.env_state_mean).view(*lead, -1),
+            "success_logit": out["success_logit"].view(lead),
+            "reward": out["reward"].view(lead),
+        }
+
+    def inverse_dynamics(self, previous: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+        """previous (B, C, s, s), frames (B, H, C, s, s) -> the actions between them (B, H, A)."""
+        return self.idm(torch.cat([previous[:, None], frames], dim=1))
+
+    # ------------------------------------------------------------------ training
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Joint loss on a batch of latent windows (see `latent_batch` in train.py):
+
+            context (B, K, C, s, s)   future (B, H+K-1, C, s, s)   actions (B, H, A)
+            action_is_pad (B, H)      future_is_pad (B, H+K-1)     future_state (B, H, D)
+            future_env_state (B, H, E)  reached_success (B, H)     rewards (B, H)
+        """
+        cfg = self.cfg
+        ctx, fut, act = batch["context"], batch["future"], batch["actions"]
+        b, k, h = ctx.shape[0], cfg.context, cfg.chunk
+        dev = ctx.device
+        target_pad = batch["future_is_pad"][:, :h]  # (B, H)
+        # Direction: backward windows play the same frames in reverse.
+        backward = torch.rand(b, device=dev) < cfg.p_backward  # (B,)
+        bwd_ctx = fut[:, h - 1 : h - 1 + k].flip(1)  # frames t+H+K-1 .. t+H: newest last in reversed time
+        bwd_tgt = torch.cat([ctx[:, -1:], fut[:, : h - 1]], dim=1).flip(1)  # frames t+H-1 .. t
+        bwd_pad = torch.cat([torch.zeros_like(target_pad[:, :1]), target_pad[:, : h - 1]], 1).flip(1)
+        sel = backward.view(b, 1, 1, 1, 1)
+        context = torch.where(sel, bwd_ctx, ctx)
+        target = torch.where(sel, bwd_tgt, fut[:, :h])
+        actions = torch.where(backward.view(b, 1, 1), act.flip(1), act)
+        pad = torch.where(backward.view(b, 1), bwd_pad, target_pad)  # (B, H)
+        direction = torch.where(backward, BACKWARD, FORWARD)
+        # A rollout starts from one real frame repeated K times: train on that case too.
+        single = (torch.rand(b, device=dev) < cfg.p_single_frame).view(b, 1, 1, 1, 1)
+        context = torch.where(single, context[:, -1:].expand_as(context), context)
+        base = context[:, -1:] if cfg.residual else torch.zeros_like(context[:, -1:])  # (B, 1, C, s, s), clean
+        # Noise augmentation of the context (level announced to the model).
+        ctx_noise = torch.rand(b, device=dev) * cfg.context_noise_max  # (B,)
+        context = context + ctx_noise.view(b, 1, 1, 1, 1) * torch.randn_like(context)
+        # EDM: log-normal noise levels, loss weight (sigma^2 + sd^2) / (sigma * sd)^2.
+        sigma = (torch.randn(b, device=dev) * cfg.p_std + cfg.p_mean).exp()  # (B,)
+        noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
+        denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
+        weight = (sigma**2 + cfg.sigma_data**2) / (sigma * cfg.sigma_data) ** 2  # (B,)
+        per_frame = ((denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
+        valid = (~pad).float()
+        diffusion = (weight[:, None] * per_frame * valid).sum() / valid.sum().clamp_min(1)
+
+        # Frame heads on the real latent of one random future frame per window (cheaper than all H).
+        real = fut[:, :h]  # (B, H, C, s, s)
+        rows, j = torch.arange(b, device=dev), torch.randint(h, (b,), device=dev)
+        heads = self.heads(real[rows, j])
+        state_t = (batch["future_state"][rows, j] - self.state_mean) / self.state_std  # (B, D)
+        env_t = (batch["future_env_state"][rows, j] - self.env_state_mean) / self.env_state_std  # (B, E)
+        head_state = F.mse_loss(heads["state"], state_t)
+        head_env = F.mse_loss(heads["env_state"], env_t) if env_t.shape[-1] else 0.0 * diffusion
+        success = F.binary_cross_entropy_with_logits(heads["success_logit"],
+                                                     batch["reached_success"][rows, j].float())
+        r_valid = (~batch["action_is_pad"][rows, j]).float()  # (B,)
+        reward = ((heads["reward"] - batch["rewards"][rows, j]) ** 2 * r_valid).sum() / r_valid.sum().clamp_min(1)
+        head_loss = head_state + head_env + success + reward
+
+        act_valid = (~batch["action_is_pad"]).float()  # (B, H)
+        # Inverse dynamics on real latents, and forward-inverse consistency on the denoiser's output
+        # (the IDM's parameters are detached there, so that term trains the forward model only).
+        idm = ((self.inverse_dynamics(ctx[:, -1], real) - act) ** 2).mean(-1)  # (B, H)
+        idm_loss = (idm * act_valid).sum() / act_valid.sum().clamp_min(1)
+        fwd = (~backward).float()[:, None] * act_valid  # (B, H)
+        frozen = {name: p.detach() for name, p in self.idm.named_parameters()}
+        pred_act = functional_call(self.idm, frozen, (torch.cat([context[:, -1:], denoised], dim=1),))
+        consistency = (((pred_act - actions) ** 2).mean(-1) * fwd).sum() / fwd.sum().clamp_min(1)
+
+        total = (diffusion + cfg.head_weight * head_loss + cfg.idm_weight * idm_loss
+                 + cfg.consistency_weight * consistency)
+        logs = {"loss": total, "diffusion": diffusion, "head_state": head_state, "head_env_state": head_env,
+                "head_success": success, "head_reward": reward, "idm": idm_loss, "consistency": consistency}
+        return total, {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in logs.items()}
+
+    def config_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        stats = {k: getattr(self, k).tolist() for k in ("state_mean", "state_std", "env_state_mean", "env_state_std")}
+        return {"class": "LatentWorldModel", "world_model": asdict(self.cfg), "codec": asdict(self.codec_cfg),
+                "stats": stats}
+
+
+class FrameHeads(nn.Module):
+    """A small CNN on one latent frame (N, C, s, s) -> normalised state (N, D), env_state (N, E),
+    success_logit (N,), reward (N,)."""
+
+    def __init__(self, channels: int, size: int, state_dim: int, env_state_dim: int, width: int = 64) -> None:
+        super().__init__()
+        self.dims = (state_dim, env_state_dim)
+        self.net = nn.Sequential(
+            nn.Conv2d(channels, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, width, 3, padding=1, stride=2), nn.SiLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1, stride=2), nn.SiLU(),
+            nn.Flatten(), nn.Linear(2 * width * ((size + 3) // 4) ** 2, 256), nn.SiLU(),
+            nn.Linear(256, state_dim + env_state_dim + 2),
+        )
+
+    def forward(self, latents: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = self.net(latents)
+        d, e = self.dims
+        return {"state": out[:, :d], "env_state": out[:, d : d + e], "success_logit": out[:, d + e],
+                "reward": out[:, d + e + 1]}
+
+
+class InverseDynamics(nn.Module):
+    """(B, H+1, C, s, s) consecutive latent frames -> the (B, H, A) actions between them."""
+
+    def __init__(self, channels: int, size: int, chunk: int, action_dim: int, width: int = 64) -> None:
+        super().__init__()
+        self.chunk, self.action_dim = chunk, action_dim
+        self.net = nn.Sequential(
+            nn.Conv2d((chunk + 1) * channels, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, width, 3, padding=1, stride=2), nn.SiLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1, stride=2), nn.SiLU(),
+            nn.Flatten(), nn.Linear(2 * width * ((size + 3) // 4) ** 2, 256), nn.SiLU(),
+            nn.Linear(256, chunk * action_dim),
+        )
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return self.net(frames.flatten(1, 2)).view(-1, self.chunk, self.action_dim)

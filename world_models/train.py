@@ -1,0 +1,334 @@
+"""Training the latent world model in two stages: the frame codec, then the dynamics (and heads).
+
+    codec = train_codec(frames, codec_cfg, TrainSettings(...), out_dir)      # stage 1
+    model = build_model(episodes, wm_cfg, codec_cfg, codec_state)
+    train_dynamics(model, episodes, TrainSettings(...), out_dir)             # stage 2
+
+Stage 2 encodes every frame of every episode once with the (frozen) codec and samples windows of
+latents, so a training step never touches pixels. Windows come from the core `WindowDataset`
+(context K, chunk H, future H+K-1: the extra K-1 future frames are the context of backward windows);
+its indices and padding rules are reused and the latent frames are gathered beside it.
+
+Checkpoints (safetensors + JSON, `wmsuite.checkpoint`): `out/codec/` (class "FrameCodec") and
+`out/step_<N>/` + `out/latest/` (class "LatentWorldModel": the whole model, codec included, and the
+optimizer state in `out/latest/optimizer/` for --resume).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from wmsuite.checkpoint import load_checkpoint, save_checkpoint
+from wmsuite.data.windows import WindowConfig, WindowDataset
+from wmsuite.types import Episode
+from wmsuite.world_models.codec import FrameCodec, codec_loss, make_codec, reconstruction_psnr
+from wmsuite.world_models.config import CodecConfig, WorldModelConfig
+from wmsuite.world_models.model import LatentWorldModel
+
+
+@dataclass
+class TrainSettings:
+    steps: int = 1000
+    """Optimizer steps (the run stops earlier if max_minutes runs out)."""
+    batch_size: int = 32
+    """Windows (or frames, for the codec) per step."""
+    lr: float = 3e-4
+    """AdamW learning rate (cosine decay to 10% after a 50-step warm-up)."""
+    max_minutes: float = 0.0
+    """Wall-clock budget; 0 for none. The run saves and stops when it is spent."""
+    save_every: int = 200
+    """Steps between checkpoints."""
+    log_every: int = 10
+    """Steps between metric rows."""
+    seed: int = 0
+    """Seed of parameter init and sampling."""
+    device: str = "cpu"
+    """Torch device."""
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "save_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0 or self.max_minutes < 0:
+            raise ValueError(f"lr must be > 0 and max_minutes >= 0, got {self.lr}, {self.max_minutes}")
+
+
+Log = Callable[[dict[str, float], int], None]
+
+
+def episode_frames(episodes: Sequence[Episode], camera: str) -> list[torch.Tensor]:
+    """Per episode, its camera's frames as (T+1, 3, S, S) uint8 tensors."""
+    out = []
+    for i, ep in enumerate(episodes):
+        if camera not in ep.obs:
+            raise ValueError(f"episode {i} has no camera {camera!r}; it has {ep.cameras}")
+        out.append(torch.from_numpy(np.ascontiguousarray(ep.obs[camera].transpose(0, 3, 1, 2))))
+    return out
+
+
+def _lr_at(step: int, total: int, lr: float) -> float:
+    if step < 50:
+        return lr * (step + 1) / 50
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / max(total, 1)))))
+
+
+# ---------------------------------------------------------------------------------------- stage 1
+def train_codec(frames: torch.Tensor, cfg: CodecConfig, st: TrainSettings, out_dir: str | Path,
+                log: Log | None = None, sigma_data: float = 0.5) -> FrameCodec:
+    """Train the codec on frames (N, 3, S, S) uint8, fit its latent statistics, save `out_dir/codec`."""
+    torch.manual_seed(st.seed)
+    codec = make_codec(cfg, sigma_data).to(st.device)
+    gen = torch.Generator().manual_seed(st.seed)
+    held = frames[torch.randperm(len(frames), generator=gen)[:512]]
+    if cfg.kind == "pixel":  # nothing to train: fit the latent statistics only
+        codec.fit_latent_stats(frames[torch.randperm(len(frames), generator=gen)[:4096]].to(st.device))
+        info = {"reconstruction_psnr": min(reconstruction_psnr(codec, held.to(st.device)), 99.0), "steps": 0}
+        save_codec(codec, Path(out_dir) / "codec", info)
+        return codec
+    opt = torch.optim.AdamW(codec.parameters(), lr=st.lr, weight_decay=0.0)
+    start = time.time()
+    bar = tqdm(range(st.steps), desc="codec", unit="step")
+    step = 0
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(step, st.steps, st.lr)
+        idx = torch.randint(len(frames), (st.batch_size,), generator=gen)
+        batch = frames[idx].to(st.device)
+        # Random flips are not used: the camera is fixed and the scene has a handedness.
+        loss, logs = codec_loss(codec, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % st.log_every == 0 or step == st.steps - 1:
+            bar.set_postfix(mse=f"{logs['codec/mse']:.4f}")
+            if log:
+                log({**logs, "codec/lr": opt.param_groups[0]["lr"]}, step)
+        if st.max_minutes and time.time() - start > 60 * st.max_minutes:
+            break
+    bar.close()
+    codec.eval()
+    codec.fit_latent_stats(frames[torch.randperm(len(frames), generator=gen)[:4096]].to(st.device))
+    psnr = reconstruction_psnr(codec, held.to(st.device))
+    info = {"reconstruction_psnr": psnr, "steps": step + 1, "minutes": (time.time() - start) / 60}
+    if log:
+        log({"codec/reconstruction_psnr": psnr}, step + 1)
+    save_codec(codec, Path(out_dir) / "codec", info)
+    return codec
+
+
+def save_codec(codec: FrameCodec, path: Path, info: dict[str, float]) -> None:
+    save_checkpoint(path, dict(codec.state_dict()),
+                    {"class": "FrameCodec", "codec": asdict(codec.cfg), "sigma_data": codec.sigma_data, **info})
+
+
+def load_codec(path: str | Path, device: str = "cpu") -> FrameCodec:
+    tensors, config = load_checkpoint(path, expect_class="FrameCodec", device=device)
+    codec = make_codec(CodecConfig(**config["codec"]), config["sigma_data"])
+    codec.load_state_dict(tensors)
+    return codec.to(device).eval()
+
+
+# ---------------------------------------------------------------------------------------- stage 2
+def state_stats(episodes: Sequence[Episode]) -> dict[str, list[float]]:
+    """Mean/std of agent_pos and environment_state over every step of the episodes."""
+    state = np.concatenate([ep.state for ep in episodes])
+    env = np.concatenate([ep.env_state for ep in episodes])
+    return {"state_mean": state.mean(0).tolist(), "state_std": state.std(0).tolist(),
+            "env_state_mean": env.mean(0).tolist(), "env_state_std": env.std(0).tolist()}
+
+
+class LatentWindows:
+    """Training windows over latents: the core WindowDataset's items, frames replaced by latents."""
+
+    def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int) -> None:
+        self.k, self.h = context, chunk
+        self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
+                                     cameras=[])
+        self.latents = latents  # per episode (T+1, C, s, s)
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def batch(self, idx: Sequence[int], device: str) -> dict[str, torch.Tensor]:
+        items = [self.windows[int(i)] for i in idx]
+        ctx, fut = [], []
+        for it in items:
+            lat = self.latents[int(it["episode_index"])]
+            t, n = int(it["t"]), len(lat)
+            ctx.append(lat[torch.arange(t - self.k + 1, t + 1).clamp(0, n - 1)])
+            fut.append(lat[torch.arange(t + 1, t + self.h + self.k).clamp(0, n - 1)])
+        keys = ("actions", "action_is_pad", "future_is_pad", "future_state", "future_env_state",
+                "reached_success", "rewards")
+        out = {k: torch.stack([it[k] for it in items]) for k in keys}
+        out["future_state"], out["future_env_state"] = out["future_state"][:, : self.h], out["future_env_state"][:, : self.h]
+        out["context"], out["future"] = torch.stack(ctx), torch.stack(fut)
+        return {k: v.to(device) for k, v in out.items()}
+
+
+@torch.no_grad()
+def encode_episodes(codec: FrameCodec, frames: list[torch.Tensor], device: str, batch: int = 256) -> list[torch.Tensor]:
+    """Per episode (T+1, 3, S, S) uint8 -> (T+1, C, s, s) latents (on `device`)."""
+    out = []
+    for f in tqdm(frames, desc="encode", unit="ep", leave=False):
+        out.append(torch.cat([codec.encode(f[i : i + batch].to(device)) for i in range(0, len(f), batch)]))
+    return out
+
+
+def build_model(episodes: Sequence[Episode], cfg: WorldModelConfig, codec: FrameCodec) -> LatentWorldModel:
+    """A fresh LatentWorldModel sized to the episodes, holding a copy of the trained codec."""
+    ep = episodes[0]
+    if (ep.actions.shape[1], ep.state.shape[1], ep.env_state.shape[1]) != (cfg.action_dim, cfg.state_dim,
+                                                                           cfg.env_state_dim):
+        raise ValueError(f"the data has action/state/env_state sizes {ep.actions.shape[1]}/{ep.state.shape[1]}/"
+                         f"{ep.env_state.shape[1]}, the config says {cfg.action_dim}/{cfg.state_dim}/"
+                         f"{cfg.env_state_dim}")
+    model = LatentWorldModel(cfg, codec.cfg, state_stats(episodes))
+    model.codec.load_state_dict(codec.state_dict())
+    return model
+
+
+def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainSettings, out_dir: str | Path,
+                   log: Log | None = None, start_step: int = 0, optimizer_state: dict | None = None) -> int:
+    """Train everything but the codec; checkpoints every `save_every` steps. Returns the last step."""
+    out_dir = Path(out_dir)
+    torch.manual_seed(st.seed + start_step)
+    model.to(st.device).train()
+    model.codec.requires_grad_(False).eval()
+    latents = encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera), st.device)
+    data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk)
+    params = [p for n, p in model.named_parameters() if not n.startswith("codec.")]
+    opt = torch.optim.AdamW(params, lr=st.lr, weight_decay=1e-4)
+    if optimizer_state is not None:
+        opt.load_state_dict(optimizer_state)
+    gen = torch.Generator().manual_seed(st.seed + start_step)
+    start = time.time()
+    step = start_step
+    bar = tqdm(range(start_step, st.steps), desc="dynamics", unit="step", initial=start_step, total=st.steps)
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(step, st.steps, st.lr)
+        batch = data.batch(torch.randint(len(data), (st.batch_size,), generator=gen).tolist(), st.device)
+        loss, logs = model.loss(batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if step % st.log_every == 0:
+            bar.set_postfix(loss=f"{logs['loss']:.3f}", diff=f"{logs['diffusion']:.3f}")
+            if log:
+                log({**logs, "lr": opt.param_groups[0]["lr"]}, step)
+        out_of_time = bool(st.max_minutes) and time.time() - start > 60 * st.max_minutes
+        if (step + 1) % st.save_every == 0 or step + 1 == st.steps or out_of_time:
+            save_model(model, out_dir, step + 1, opt, minutes=(time.time() - start) / 60)
+        if out_of_time:
+            break
+    bar.close()
+    return step + 1
+
+
+def save_model(model: LatentWorldModel, out_dir: Path, step: int, opt: torch.optim.Optimizer | None = None,
+               minutes: float = 0.0) -> Path:
+    """Write out_dir/step_<step>/ and out_dir/latest/ (with the optimizer state for --resume)."""
+    config = {**model.config_dict(), "step": step, "train_minutes_this_session": minutes}
+    tensors = dict(model.state_dict())
+    save_checkpoint(out_dir / f"step_{step}", tensors, config)
+    latest = save_checkpoint(out_dir / "latest", tensors, config)
+    if opt is not None:
+        flat, meta = _flatten_optimizer(opt.state_dict())
+        save_checkpoint(latest / "optimizer", flat, {"class": "AdamWState", "meta": meta})
+    return latest
+
+
+def _flatten_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    tensors = {}
+    meta = {"param_groups": state["param_groups"], "state": {}}
+    for pid, entry in state["state"].items():
+        meta["state"][str(pid)] = {}
+        for key, value in entry.items():
+            if torch.is_tensor(value):
+                tensors[f"{pid}.{key}"] = value
+                meta["state"][str(pid)][key] = None
+            else:
+                meta["state"][str(pid)][key] = value
+    return tensors, json.loads(json.dumps(meta))
+
+
+def load_optimizer_state(path: Path) -> dict:
+    tensors, config = load_checkpoint(path, expect_class="AdamWState")
+    meta = config["meta"]
+    state = {int(pid): {k: tensors[f"{pid}.{k}"] if v is None else v for k, v in entry.items()}
+             for pid, entry in meta["state"].items()}
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+# ---------------------------------------------------------------------------------------- stage 3
+def frame_targets(episodes: Sequence[Episode]) -> dict[str, torch.Tensor]:
+    """Per-frame head targets over all episodes: state (N, D), env_state (N, E), success (N,) (the last
+    frame of a successful episode: episodes end on success), reward (N,) (of the action leading there)."""
+    success, reward = [], []
+    for ep in episodes:
+        s = np.zeros(ep.length + 1, np.float32)
+        s[-1] = float(ep.success)
+        success.append(s)
+        reward.append(np.concatenate([[0.0], ep.rewards]).astype(np.float32))
+    return {"state": torch.from_numpy(np.concatenate([ep.state for ep in episodes])),
+            "env_state": torch.from_numpy(np.concatenate([ep.env_state for ep in episodes])),
+            "success": torch.from_numpy(np.concatenate(success)), "reward": torch.from_numpy(np.concatenate(reward))}
+
+
+def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainSettings,
+                log: Log | None = None, latent_noise: float = 0.1) -> dict[str, float]:
+    """Fine-tune the frame heads alone on every real frame, success loss class-balanced.
+
+    The joint stage sees success frames rarely (a few % of windows) and trains the heads on one frame
+    per window; this pass sees every frame, weighs positives by n_neg / n_pos, and adds latent noise
+    of std U(0, latent_noise) so the heads tolerate generated frames. Returns final training figures.
+    """
+    torch.manual_seed(st.seed)
+    model.to(st.device)
+    latents = torch.cat(encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera), st.device))
+    tgt = {k: v.to(st.device) for k, v in frame_targets(episodes).items()}
+    n_pos = float(tgt["success"].sum())
+    pos_weight = torch.tensor(min((len(latents) - n_pos) / max(n_pos, 1.0), 100.0), device=st.device)
+    opt = torch.optim.AdamW(model.heads.parameters(), lr=st.lr, weight_decay=1e-4)
+    gen = torch.Generator().manual_seed(st.seed)
+    start, logs = time.time(), {}
+    bar = tqdm(range(st.steps), desc="heads", unit="step")
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(step, st.steps, st.lr)
+        idx = torch.randint(len(latents), (st.batch_size,), generator=gen).to(st.device)
+        z = latents[idx]
+        z = z + torch.rand(len(z), 1, 1, 1, device=st.device) * latent_noise * torch.randn_like(z)
+        out = model.heads(z)
+        state_t = (tgt["state"][idx] - model.state_mean) / model.state_std
+        env_t = (tgt["env_state"][idx] - model.env_state_mean) / model.env_state_std
+        losses = {
+            "heads/state": torch.nn.functional.mse_loss(out["state"], state_t),
+            "heads/env_state": torch.nn.functional.mse_loss(out["env_state"], env_t),
+            "heads/success": torch.nn.functional.binary_cross_entropy_with_logits(
+                out["success_logit"], tgt["success"][idx], pos_weight=pos_weight),
+            "heads/reward": torch.nn.functional.mse_loss(out["reward"], tgt["reward"][idx]),
+        }
+        loss = sum(losses.values())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % st.log_every == 0 or step == st.steps - 1:
+            logs = {k: float(v.detach()) for k, v in losses.items()}
+            bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
+            if log:
+                log(logs, step)
+        if st.max_minutes and time.time() - start > 60 * st.max_minutes:
+            break
+    bar.close()
+    return logs
