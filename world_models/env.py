@@ -119,8 +119,13 @@ class WorldModelEnv(gym.vector.VectorEnv):
             if mask.shape != (self.num_envs,):
                 raise ValueError(f"reset_mask must have shape ({self.num_envs},), got {mask.shape}")
         seeds = self._seeds(seed)
-        if isinstance(seed, int):
-            self._gen.manual_seed(seed)
+        if isinstance(seed, (int, np.integer)):
+            self._gen.manual_seed(int(seed))
+        elif seed is not None and mask.all():
+            # a full reset with a list of seeds (the rollout engine starting a batch): the sampling
+            # noise follows from them, so the same seeds give the same imagined episodes
+            spec = [-1 if s is None else int(s) for s in seed]
+            self._gen.manual_seed(int(np.random.SeedSequence([s + 1 for s in spec]).generate_state(1)[0]))
         frames, states, env_states, rows = [], [], [], np.flatnonzero(mask)
         for i in rows:
             obs = self.source(int(seeds[i]))

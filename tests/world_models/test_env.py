@@ -104,3 +104,14 @@ def test_runs_under_the_rollout_engine():
         assert len(ep.meta["trust"]["trust/idm_error"]) == ep.length // 3
         first, _ = real.reset(seed=ep.meta["seed"])  # the episode starts from the real env's reset
         np.testing.assert_array_equal(ep.obs["top"][0], first["pixels"]["top"])
+
+
+def test_seed_list_reset_reseeds_sampling_noise(episodes):
+    """One env, the same seed list twice: the noise restarts with it (waves of a resumed evaluation)."""
+    env = _episode_env(episodes, seed=7)
+    acts = np.random.default_rng(1).uniform(-1, 1, (2, 3, 2, 2)).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        env.reset(seed=[2, 0, 1])
+        runs.append([env.step(a)[0]["pixels"]["top"] for a in acts])
+    np.testing.assert_array_equal(np.stack(runs[0]), np.stack(runs[1]))
