@@ -104,3 +104,15 @@ def test_chunk_queue_and_specs():
         load_object("collections:Nope")
     with pytest.raises(ValueError, match="not valid JSON"):
         load_object("collections:OrderedDict{bad")
+
+
+def test_bad_input_is_one_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WMSUITE_DEBUG", raising=False)
+    (tmp_path / "junk.hdf5").write_text("not hdf5")
+    code = cli.main(["collect", "--env", "wmsuite/PushCube-v0", "--episodes", "1", "--num-envs", "1",
+                     "--out", str(tmp_path / "junk.hdf5"), "--append"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not an HDF5 file" in err and "Traceback" not in err
+    code = cli.main(["collect", "--policy", "nosuchmodule:Thing", "--episodes", "1", "--num-envs", "1",
+                     "--out", str(tmp_path / "d.hdf5")])
+    assert code == 2 and "cannot import module 'nosuchmodule'" in capsys.readouterr().err

@@ -48,6 +48,8 @@ def _usage(prog: str, registry: dict[str, tuple[str, str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `module:attr` policy specs find the user's modules, as with `python -m`
     argv = list(sys.argv[1:] if argv is None else argv)
     return _dispatch("wmsuite", _available(COMMANDS), argv)
 
@@ -70,4 +72,10 @@ def _dispatch(prog: str, registry: dict[str, tuple[str, str]], argv: list[str]) 
         cfg = from_namespace(module.CONFIG, ns)
     except (ValueError, TypeError) as err:
         parser.error(str(err))
-    return int(module.run(cfg) or 0)
+    try:
+        return int(module.run(cfg) or 0)
+    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as err:
+        if os.environ.get("WMSUITE_DEBUG"):
+            raise
+        print(f"{prog} {name}: error: {err}\n(set WMSUITE_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 2

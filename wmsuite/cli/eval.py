@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,7 +130,7 @@ def _videos(cfg: EvalConfig, setup: EvalSetup, out: Path) -> list[Path]:
     envs = {sim: setup.make_env(sim) for sim in ("real", "wm")}
     try:
         for entry in setup.policies[: cfg.videos]:
-            path = out / f"video_{entry.name}.mp4"
+            path = out / f"video_{re.sub(r'[^A-Za-z0-9._@-]+', '_', entry.name)}.mp4"
             if path.exists():
                 paths.append(path)
                 continue
