@@ -17,7 +17,7 @@ TINY_ARGS = json.dumps({"image_size": 16, "channels": [8, 16], "feature_dim": 32
                         "head_layers": 2, "horizon": 4, "n_action_steps": 2, "num_inference_steps": 3})
 
 
-def test_train_resume_eval_bench(tmp_path):
+def test_train_resume_eval_bench(tmp_path, capsys):
     data = tmp_path / "eps.hdf5"
     write_episodes(data, [make_episode(t=10, size=16, seed=i) for i in range(3)], {"env_name": "test"})
     run = tmp_path / "run"
@@ -25,8 +25,9 @@ def test_train_resume_eval_bench(tmp_path):
             "--batch-size", "8", "--save-every", "2", "--policy-args", TINY_ARGS, "--threads", "1"]
     assert main(args) == 0
     assert (run / "checkpoints" / "step_000004").is_dir() and (run / "model.safetensors").is_file()
-    with pytest.raises(FileExistsError, match="--resume"):
-        main(args)
+    capsys.readouterr()
+    assert main(args) == 2  # refuses to overwrite a run: one error line naming --resume
+    assert "--resume" in capsys.readouterr().err
     assert main([*args[:8], "6", *args[9:], "--resume"]) == 0
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) == 6 and (run / "checkpoints" / "step_000006").is_dir()
