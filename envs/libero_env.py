@@ -38,7 +38,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from wmsuite.envs.robosuite_env import fast_render_settings, flip_rows, import_robosuite, seeded_global_numpy
+from wmsuite.envs.robosuite_env import (
+    RobosuiteBackedEnv,
+    fast_render_settings,
+    flip_rows,
+    import_robosuite,
+    seeded_global_numpy,
+)
 
 SUITES = {"libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90}
 """Task suites and their number of tasks."""
@@ -189,7 +195,7 @@ def quat2axisangle(quat: np.ndarray) -> np.ndarray:
     return np.asarray(rs_quat2axisangle(np.asarray(quat, np.float64)), np.float32)
 
 
-class LiberoEnv(gym.Env):
+class LiberoEnv(RobosuiteBackedEnv):
     """One LIBERO task with its fixed initial states, in the project's observation convention."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
@@ -289,23 +295,7 @@ class LiberoEnv(gym.Env):
         terminated = bool(info["is_success"] and self.terminate_on_success)
         return self._observe(raw), float(info["is_success"]), terminated, False, info
 
-    def render(self) -> np.ndarray | None:
-        if self.render_mode != "rgb_array":
-            return None
-        h, w = self.image_hw
-        return flip_rows(self._env.sim.render(camera_name=self.render_camera, height=h, width=w))
-
-    def close(self) -> None:
-        env = getattr(self, "_env", None)
-        if env is not None:
-            env.close()
-            self._env = None
-
     # ---- simulator access ----------------------------------------------------------------------------
-
-    @property
-    def sim(self) -> Any:
-        return self._env.sim
 
     @property
     def libero_env(self) -> Any:

@@ -123,7 +123,29 @@ def fast_render_settings(sim: Any) -> None:
     ctx.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
 
 
-class RobosuiteEnv(gym.Env):
+class RobosuiteBackedEnv(gym.Env):
+    """What every env wrapping a robosuite environment in `self._env` shares (robosuite tasks, LIBERO):
+    upright rendering from `self.render_camera` at `self.image_hw`, closing, and the MjSim."""
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        h, w = self.image_hw
+        return flip_rows(self._env.sim.render(camera_name=self.render_camera, height=h, width=w))
+
+    def close(self) -> None:
+        env = getattr(self, "_env", None)
+        if env is not None:
+            env.close()
+            self._env = None
+
+    @property
+    def sim(self) -> Any:
+        """robosuite's MjSim (`.model`, `.data`, `.get_state()`)."""
+        return self._env.sim
+
+
+class RobosuiteEnv(RobosuiteBackedEnv):
     """One robosuite task (Panda, OSC_POSE) in the project's observation convention."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
@@ -202,24 +224,7 @@ class RobosuiteEnv(gym.Env):
         terminated = bool(info["is_success"] and self.terminate_on_success)
         return self._observe(raw), float(reward), terminated, False, info
 
-    def render(self) -> np.ndarray | None:
-        if self.render_mode != "rgb_array":
-            return None
-        h, w = self.image_hw
-        return flip_rows(self._env.sim.render(camera_name=self.render_camera, height=h, width=w))
-
-    def close(self) -> None:
-        env = getattr(self, "_env", None)
-        if env is not None:
-            env.close()
-            self._env = None
-
     # ---- simulator access (experts, replay, tests) -------------------------------------------------
-
-    @property
-    def sim(self) -> Any:
-        """robosuite's MjSim (`.model`, `.data`, `.get_state()`)."""
-        return self._env.sim
 
     @property
     def robosuite_env(self) -> Any:

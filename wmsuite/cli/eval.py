@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import gymnasium as gym
+
 from wmsuite.cli.common import resolve_policy, setup_logging
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import side_by_side, write_report
@@ -93,9 +95,9 @@ def make_env_factory(cfg: EvalConfig):
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
         model = load_world_model(resolve_path(cfg.wm), device=cfg.device)
-        real = make_env(cfg.env)
-        steps = real.spec.max_episode_steps if real.spec is not None else 80
-        real.close()
+        steps = gym.spec(cfg.env).max_episode_steps
+        if steps is None:
+            raise ValueError(f"{cfg.env} registers no max_episode_steps; the imagined episodes need a horizon")
         return WorldModelEnv(model, GymResetContext(lambda: make_env(cfg.env)), num_envs=cfg.num_envs,
                              horizon=math.ceil(steps / model.cfg.chunk), device=cfg.device, seed=cfg.seed)
 

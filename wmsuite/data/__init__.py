@@ -32,11 +32,9 @@ __all__ = [
 def load_episodes(path: str | Path, filter_key: str | None = None, limit: int | None = None) -> list[Episode]:
     """Read every episode of a dataset file, whatever its layout (ours, Robomimic, LIBERO)."""
     with EpisodeFile(path, filter_key=filter_key) as f:
-        ours = f.is_wmsuite
-    if ours:
-        episodes = read_episodes(path, filter_key=filter_key)
-    else:  # a public layout: map its keys to ours
-        from wmsuite.data import readers
+        if f.is_wmsuite:
+            return [f.read(k) for k in f.keys[:limit]]
+    from wmsuite.data import readers  # a public layout: map its keys to ours
 
-        episodes = readers.read_any(path, filter_key=filter_key)
+    episodes = readers.read_any(path, filter_key=filter_key)
     return episodes if limit is None else episodes[:limit]
