@@ -13,6 +13,15 @@ one chunk per step. Against the real episode we measure, per horizon h (actions 
 
 and per episode / frame:
 
+and, teacher-forced (real context, one generated chunk), on the windows where the real cube moves:
+
+    contact                    cube displacement over the chunk, real vs generated (both by the
+                               detector), and the end-position error, on windows where the real cube
+                               moves more than 1 cm; the same error on windows where it stays put.
+                               A model that never learned contact scores generated displacement ~0.
+
+and per episode / frame:
+
     success_agreement          success head on the last generated frame == the episode's real outcome
     success_agreement_detector cube detected in the last generated frame lies inside the real goal
     success_head_accuracy      success head on real frames vs the frame's true success (and balanced)
@@ -150,6 +159,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         return {str(hz): (float(reduce(v[key])) if v[key] else None) for hz, v in per_h.items()}
 
     real_idm, head_acc, head_bal = _real_frame_metrics(model, episodes)
+    contact = contact_fidelity(model, episodes, detect_cube_xy, seed=seed, steps=steps)
     frames = torch.from_numpy(np.concatenate([ep.obs[cam] for ep in episodes[:64]])).permute(0, 3, 1, 2)
     return {
         "psnr": by_h("psnr"), "ssim": by_h("ssim"), "object_error": by_h("obj"),
@@ -157,12 +167,58 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},
         "success_agreement": float(np.mean(agree)), "success_agreement_detector": float(np.mean(agree_det)),
         "success_agreement_state": float(np.mean(agree_state)),
-        "success_head_accuracy": head_acc, "success_head_balanced_accuracy": head_bal,
+        "success_head_accuracy": head_acc, "success_head_balanced_accuracy": head_bal, "contact": contact,
         "idm_error_real": real_idm, "idm_error_generated": float(np.mean(idm_gen)),
         "reconstruction_psnr": reconstruction_psnr(model.codec, frames),
         "episodes": len(episodes), "real_success_rate": float(np.mean([ep.success for ep in episodes])),
         "chunk": h, "sampling_steps": steps or model.cfg.sampling_steps,
     }
+
+
+@torch.no_grad()
+def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
+                     detect_cube_xy: Callable[[np.ndarray], np.ndarray], min_move: float = 0.01,
+                     batch_size: int = 128, seed: int = 0, steps: int | None = None) -> dict[str, float | int]:
+    """Teacher-forced contact check: from K real context frames, generate one chunk with the true actions
+    and compare the cube's displacement over it (detected in the real and in the generated last frame,
+    from the real cube position at the window start) on windows every H steps of every episode.
+
+    Returns moving_windows / still_windows (real displacement > `min_move` m / < 1 mm), real_displacement
+    and generated_displacement (means over moving windows, m), moving_end_error and still_end_error
+    (mean |generated - real| cube position at the chunk's end, m; undetected cubes left out).
+    """
+    cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
+    ctx, act, start_xy, end_xy = [], [], [], []
+    for ep in episodes:
+        frames = torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2)  # (T+1, 3, S, S)
+        for t in range(0, ep.length - h + 1, h):
+            idx = torch.arange(t - k + 1, t + 1).clamp_min(0)  # the first frame repeats before t = 0
+            ctx.append(frames[idx])
+            act.append(torch.from_numpy(ep.actions[t : t + h]))
+            start_xy.append(ep.env_state[t, :2])
+            end_xy.append(ep.env_state[t + h, :2])
+    start, end = np.asarray(start_xy), np.asarray(end_xy)  # (W, 2)
+    real_move = np.linalg.norm(end - start, axis=1)
+    gen = torch.Generator().manual_seed(seed)
+    detected = []
+    for i in range(0, len(ctx), batch_size):
+        c = torch.stack(ctx[i : i + batch_size])  # (b, K, 3, S, S)
+        z = model.codec.encode(c.flatten(0, 1))  # (b*K, C, s, s)
+        z = z.view(len(c), k, *z.shape[1:])
+        lat = model.generate(z, torch.stack(act[i : i + batch_size]), steps=steps, generator=gen)
+        detected.append(detect_cube_xy(model.codec.decode(lat[:, -1]).permute(0, 2, 3, 1).numpy()))
+    det = np.concatenate(detected)  # (W, 2), NaN where not found
+    moving, still = real_move > min_move, real_move < 1e-3
+    err = np.linalg.norm(det - end, axis=1)
+    gen_move = np.linalg.norm(det - start, axis=1)
+
+    def mean(values: np.ndarray) -> float | None:
+        values = values[np.isfinite(values)]
+        return float(values.mean()) if len(values) else None
+
+    return {"moving_windows": int(moving.sum()), "still_windows": int(still.sum()),
+            "real_displacement": mean(real_move[moving]), "generated_displacement": mean(gen_move[moving]),
+            "moving_end_error": mean(err[moving]), "still_end_error": mean(err[still])}
 
 
 @torch.no_grad()

@@ -106,6 +106,13 @@ class WorldModelConfig:
     from the denoiser's prediction (gradient flows into the denoiser only)."""
     head_weight: float = 1.0
     """Weight of the frame heads' losses (agent_pos, environment_state, success, reward)."""
+    motion_weight: float = 0.0
+    """Extra diffusion-loss weight on latent elements that change between the newest context frame
+    and the target (the pusher, a pushed cube): they carry the dynamics but are a few % of a frame,
+    and an unweighted loss is minimised well enough by a model that never moves the cube."""
+    motion_threshold: float = 0.05
+    """|target - newest context| above which a latent element counts as changed (latents have std
+    sigma_data per channel)."""
 
     def __post_init__(self) -> None:
         for name in ("context", "chunk", "action_dim", "sampling_steps"):
@@ -122,6 +129,7 @@ class WorldModelConfig:
         for name in ("p_backward", "p_single_frame"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("context_noise_max", "context_noise_eval", "idm_weight", "consistency_weight", "head_weight"):
+        for name in ("context_noise_max", "context_noise_eval", "idm_weight", "consistency_weight", "head_weight",
+                     "motion_weight", "motion_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -167,7 +167,8 @@ class LatentWorldModel(nn.Module):
         noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
         denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
         weight = (sigma**2 + cfg.sigma_data**2) / (sigma * cfg.sigma_data) ** 2  # (B,)
-        per_frame = ((denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
+        moving = ((target - base).abs() > cfg.motion_threshold).float()  # (B, H, C, s, s): what changed
+        per_frame = ((1 + cfg.motion_weight * moving) * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
         valid = (~pad).float()
         diffusion = (weight[:, None] * per_frame * valid).sum() / valid.sum().clamp_min(1)
 

@@ -156,3 +156,27 @@ def test_half_precision_export_loads_back_close(episodes, tmp_path):
     a = model.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(0))
     b = loaded.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(a, b, atol=2e-2, rtol=0)  # float16 weights: ~1e-3 relative each
+
+
+def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episodes):
+    """loss(w) - loss(0) = w * EDM-weighted error on the elements that changed, and nothing else.
+
+    The square moves every step, so some elements change; in a frozen copy of the windows (every frame
+    the same) nothing changes and the weight must not alter the loss at all."""
+    model = tiny_model(episodes, motion_weight=0.0)
+    batch = _windows(model, episodes).batch(range(6), "cpu")
+
+    def diffusion(weight: float, b: dict) -> float:
+        model.cfg.motion_weight = weight
+        torch.manual_seed(7)  # same directions, noise levels and noise for every call
+        with torch.no_grad():
+            return model.loss(b)[1]["diffusion"]
+
+    base, heavy, heavier = diffusion(0.0, batch), diffusion(3.0, batch), diffusion(6.0, batch)
+    assert heavy > base * 1.01  # changed elements exist and carry error
+    assert heavier - base == pytest.approx(2 * (heavy - base), rel=1e-4)  # linear in the weight
+    frozen = dict(batch)
+    still = batch["context"][:, -1:]
+    frozen["context"] = still.expand_as(batch["context"]).clone()
+    frozen["future"] = still.expand_as(batch["future"]).clone()
+    assert diffusion(5.0, frozen) == pytest.approx(diffusion(0.0, frozen), rel=1e-6)

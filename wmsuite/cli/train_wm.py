@@ -94,6 +94,9 @@ class TrainWMConfig:
     """Maximum context noise augmentation level."""
     consistency_weight: float = 0.1
     """Forward-inverse consistency weight."""
+    motion_weight: float = 4.0
+    """Extra diffusion-loss weight on latent elements that change within a window (see
+    WorldModelConfig.motion_weight)."""
     save_every: int = 200
     """Steps between checkpoints."""
     log_every: int = 10
@@ -152,7 +155,8 @@ def run(cfg: TrainWMConfig) -> int:
             camera=cfg.camera, context=cfg.context, chunk=cfg.chunk, action_dim=ep.actions.shape[1],
             state_dim=ep.state.shape[1], env_state_dim=ep.env_state.shape[1], channels=cfg.channels,
             attention=cfg.attention, sampling_steps=cfg.sampling_steps, p_backward=cfg.p_backward,
-            context_noise_max=cfg.context_noise_max, consistency_weight=cfg.consistency_weight)
+            context_noise_max=cfg.context_noise_max, consistency_weight=cfg.consistency_weight,
+            motion_weight=cfg.motion_weight)
         model = build_model(episodes, wm_cfg, codec)
         print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; config {asdict(wm_cfg)}")
         step = train_dynamics(model, episodes, _settings(cfg), out, log=log.log)

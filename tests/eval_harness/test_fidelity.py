@@ -1,0 +1,68 @@
+"""The teacher-forced contact check scores an oracle world model and a frozen one as they must be scored.
+
+Real PushCube episodes from the expert (skill 1: the cube is pushed in most chunks); the oracle returns
+the true next frames of each window, the frozen model repeats the newest context frame (a world model
+that never learned contact). Detector error on 64 px frames is a few mm, so the bounds are 1 cm.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from wmsuite.eval_harness.fidelity import contact_fidelity
+from wmsuite.rollout import RolloutConfig, rollout
+from wmsuite.world_models.codec import make_codec
+from wmsuite.world_models.config import CodecConfig
+
+
+@pytest.fixture(scope="module")
+def pushed_episodes():
+    from wmsuite.envs import make_env
+    from wmsuite.envs.experts import make_expert
+
+    env = gym.vector.SyncVectorEnv([lambda: make_env("wmsuite/PushCube-v0")],
+                                   autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    return list(rollout(make_expert("wmsuite/PushCube-v0", skill=1.0, seed=0), env,
+                        RolloutConfig(episodes=4, seed=0, progress=False)))
+
+
+class _TableModel:
+    """`generate` answers from a table: the context's bytes -> the frames to return (or repeat the newest)."""
+
+    def __init__(self, episodes, oracle: bool, k: int = 4, h: int = 4) -> None:
+        self.cfg = SimpleNamespace(camera="top", context=k, chunk=h)
+        self.codec = make_codec(CodecConfig(kind="pixel", downsample=4))
+        frames = torch.cat([torch.from_numpy(ep.obs["top"]).permute(0, 3, 1, 2) for ep in episodes])
+        self.codec.fit_latent_stats(frames)
+        self.oracle, self.table = oracle, {}
+        for ep in episodes:
+            z = self.codec.encode(torch.from_numpy(ep.obs["top"]).permute(0, 3, 1, 2))  # (T+1, C, s, s)
+            for t in range(0, ep.length - h + 1, h):
+                ctx = z[torch.arange(t - k + 1, t + 1).clamp_min(0)]
+                self.table[ctx.numpy().tobytes()] = z[t + 1 : t + 1 + h]
+
+    def generate(self, context, actions, steps=None, generator=None):  # (B, K, C, s, s) -> (B, H, C, s, s)
+        if self.oracle:
+            return torch.stack([self.table[c.numpy().tobytes()] for c in context])
+        return context[:, -1:].expand(-1, self.cfg.chunk, -1, -1, -1)
+
+
+def test_contact_check_separates_an_oracle_from_a_model_that_never_moves_the_cube(pushed_episodes):
+    from wmsuite.envs.push_cube import detect_cube_xy
+
+    oracle = contact_fidelity(_TableModel(pushed_episodes, oracle=True), pushed_episodes, detect_cube_xy)
+    frozen = contact_fidelity(_TableModel(pushed_episodes, oracle=False), pushed_episodes, detect_cube_xy)
+    assert oracle["moving_windows"] >= 5 and oracle["moving_windows"] == frozen["moving_windows"]
+    assert oracle["real_displacement"] > 0.02
+    # the oracle's cube moves as far as the real one and ends where it does (detector error only)
+    assert abs(oracle["generated_displacement"] - oracle["real_displacement"]) < 0.01
+    assert oracle["moving_end_error"] < 0.01
+    # the frozen model's cube stays put, so its end error is the whole real displacement
+    assert frozen["generated_displacement"] < 0.01
+    assert frozen["moving_end_error"] == pytest.approx(frozen["real_displacement"], abs=0.01)
+    assert np.isfinite(frozen["still_end_error"]) and frozen["still_end_error"] < 0.01
