@@ -83,9 +83,12 @@ class WorldModelConfig:
     """Mean of log(sigma) for training noise levels (log-normal, as in EDM)."""
     p_std: float = 1.2
     """Std of log(sigma) for training noise levels."""
-    residual: bool = True
-    """Diffuse the change of each target frame from the newest context frame rather than the frame
-    itself (most of a frame does not move between steps; this is much cheaper to learn)."""
+    residual: bool = False
+    """Diffuse the change of each target frame from the newest context frame instead of the frame
+    itself. Off by default, measured: a residual model passes every artefact of its own generated
+    context on to the next chunk (ghosts of the pusher piled up within a few chunks of a closed-loop
+    rollout, and noise-augmented training did not teach it to repair them), while a model that
+    predicts whole frames stayed coherent for 20 chunks at a fifth of the training steps."""
     sampling_steps: int = 1
     """Euler steps of the EDM sampler at generation (1-4: rollouts are long)."""
     context_noise_max: float = 0.3

@@ -159,6 +159,7 @@ class LatentWorldModel(nn.Module):
         single = (torch.rand(b, device=dev) < cfg.p_single_frame).view(b, 1, 1, 1, 1)
         context = torch.where(single, context[:, -1:].expand_as(context), context)
         base = context[:, -1:] if cfg.residual else torch.zeros_like(context[:, -1:])  # (B, 1, C, s, s), clean
+        moving = ((target - context[:, -1:]).abs() > cfg.motion_threshold).float()  # (B, H, C, s, s): what changed
         # Noise augmentation of the context (level announced to the model).
         ctx_noise = torch.rand(b, device=dev) * cfg.context_noise_max  # (B,)
         context = context + ctx_noise.view(b, 1, 1, 1, 1) * torch.randn_like(context)
@@ -167,7 +168,6 @@ class LatentWorldModel(nn.Module):
         noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
         denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
         weight = (sigma**2 + cfg.sigma_data**2) / (sigma * cfg.sigma_data) ** 2  # (B,)
-        moving = ((target - base).abs() > cfg.motion_threshold).float()  # (B, H, C, s, s): what changed
         per_frame = ((1 + cfg.motion_weight * moving) * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
         valid = (~pad).float()
         diffusion = (weight[:, None] * per_frame * valid).sum() / valid.sum().clamp_min(1)

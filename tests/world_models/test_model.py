@@ -180,3 +180,4 @@ def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episo
     frozen["context"] = still.expand_as(batch["context"]).clone()
     frozen["future"] = still.expand_as(batch["future"]).clone()
     assert diffusion(5.0, frozen) == pytest.approx(diffusion(0.0, frozen), rel=1e-6)
+

@@ -94,6 +94,12 @@ class TrainWMConfig:
     """Maximum context noise augmentation level."""
     consistency_weight: float = 0.1
     """Forward-inverse consistency weight."""
+    residual: bool = False
+    """Diffuse each target frame's change from the newest context frame instead of the frame (see
+    WorldModelConfig.residual: off, because its artefacts pile up in rollouts)."""
+    p_mean: float = 0.0
+    """Mean of log(sigma) of the training noise levels (higher spends more of training near sigma_max,
+    where 1-step sampling evaluates the denoiser)."""
     motion_weight: float = 4.0
     """Extra diffusion-loss weight on latent elements that change within a window (see
     WorldModelConfig.motion_weight)."""
@@ -156,7 +162,7 @@ def run(cfg: TrainWMConfig) -> int:
             state_dim=ep.state.shape[1], env_state_dim=ep.env_state.shape[1], channels=cfg.channels,
             attention=cfg.attention, sampling_steps=cfg.sampling_steps, p_backward=cfg.p_backward,
             context_noise_max=cfg.context_noise_max, consistency_weight=cfg.consistency_weight,
-            motion_weight=cfg.motion_weight)
+            motion_weight=cfg.motion_weight, p_mean=cfg.p_mean, residual=cfg.residual)
         model = build_model(episodes, wm_cfg, codec)
         print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; config {asdict(wm_cfg)}")
         step = train_dynamics(model, episodes, _settings(cfg), out, log=log.log)
