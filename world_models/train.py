@@ -285,18 +285,66 @@ def frame_targets(episodes: Sequence[Episode]) -> dict[str, torch.Tensor]:
             "success": torch.from_numpy(np.concatenate(success)), "reward": torch.from_numpy(np.concatenate(reward))}
 
 
+@torch.no_grad()
+def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], latents: torch.Tensor,
+                        windows: int, chunks: int, seed: int = 0, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Frames the world model generates, paired with the index of the real frame each stands for.
+
+    From `windows` random start frames (the start frame repeated as context, as a rollout from a reset
+    begins, or the K real frames before it), roll the model open-loop for up to `chunks` chunks with
+    the episode's true actions. latents: every real frame of every episode, concatenated (N, C, s, s).
+    Returns generated latents (M, C, s, s) and their real frame indices into `latents` (M,).
+    """
+    k, h = model.cfg.context, model.cfg.chunk
+    offsets = np.cumsum([0] + [ep.length + 1 for ep in episodes])
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator(device=latents.device).manual_seed(seed)
+    eps = rng.integers(len(episodes), size=windows)
+    starts = np.array([rng.integers(0, max(episodes[e].length - h + 1, 1)) for e in eps])
+    single = rng.random(windows) < 0.5
+    out_lat, out_idx = [], []
+    for i in tqdm(range(0, windows, batch), desc="heads: generate", unit="batch", leave=False):
+        e, t0, one = eps[i : i + batch], starts[i : i + batch], single[i : i + batch]
+        ctx_idx = np.stack([offsets[a] + (np.full(k, t) if o else np.clip(np.arange(t - k + 1, t + 1), 0, None))
+                            for a, t, o in zip(e, t0, one)])  # (b, K) rows of `latents`
+        context = latents[torch.from_numpy(ctx_idx).to(latents.device)]  # (b, K, C, s, s)
+        for c in range(chunks):
+            t = t0 + c * h  # first action of this chunk
+            alive = np.array([tt + h <= episodes[a].length for a, tt in zip(e, t)])
+            if not alive.any():
+                break
+            act = np.zeros((len(e), h, model.cfg.action_dim), np.float32)
+            for j, (a, tt) in enumerate(zip(e, t)):
+                if alive[j]:
+                    act[j] = episodes[a].actions[tt : tt + h]
+            lat = model.generate(context, torch.from_numpy(act).to(latents.device), generator=gen)  # (b, H, C, s, s)
+            rows = np.flatnonzero(alive)
+            out_lat.append(lat[torch.from_numpy(rows).to(latents.device)].flatten(0, 1).cpu())
+            out_idx.append(torch.from_numpy((offsets[e[rows]] + t[rows])[:, None] + np.arange(1, h + 1)).flatten())
+            context = torch.cat([context, lat], dim=1)[:, -k:]
+    return torch.cat(out_lat).to(latents.device), torch.cat(out_idx).to(latents.device)
+
+
 def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainSettings,
-                log: Log | None = None, latent_noise: float = 0.1) -> dict[str, float]:
+                log: Log | None = None, latent_noise: float = 0.1, generated_fraction: float = 0.5,
+                generated_windows: int = 2048, generated_chunks: int = 4) -> dict[str, float]:
     """Fine-tune the frame heads alone on every real frame, success loss class-balanced.
 
     The joint stage sees success frames rarely (a few % of windows) and trains the heads on one frame
     per window; this pass sees every frame, weighs positives by n_neg / n_pos, and adds latent noise
-    of std U(0, latent_noise) so the heads tolerate generated frames. Returns final training figures.
+    of std U(0, latent_noise). A `generated_fraction` of every batch is frames the model itself generated
+    (open-loop rollouts of up to `generated_chunks` chunks from `generated_windows` random starts),
+    labelled with the real frames they stand for: measured, heads trained on real frames alone read
+    success into blurred, drifted imagined frames whose cube is nowhere near the goal. Returns final
+    training figures.
     """
     torch.manual_seed(st.seed)
     model.to(st.device)
     latents = torch.cat(encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera), st.device))
     tgt = {k: v.to(st.device) for k, v in frame_targets(episodes).items()}
+    gen_lat, gen_idx = (generated_head_data(model, episodes, latents, generated_windows, generated_chunks, st.seed)
+                        if generated_fraction > 0 else (latents[:0], torch.zeros(0, dtype=torch.long)))
+    n_gen = int(round(st.batch_size * generated_fraction)) if len(gen_lat) else 0
     n_pos = float(tgt["success"].sum())
     pos_weight = torch.tensor(min((len(latents) - n_pos) / max(n_pos, 1.0), 100.0), device=st.device)
     opt = torch.optim.AdamW(model.heads.parameters(), lr=st.lr, weight_decay=1e-4)
@@ -306,9 +354,12 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, st.steps, st.lr)
-        idx = torch.randint(len(latents), (st.batch_size,), generator=gen).to(st.device)
+        idx = torch.randint(len(latents), (st.batch_size - n_gen,), generator=gen).to(st.device)
         z = latents[idx]
         z = z + torch.rand(len(z), 1, 1, 1, device=st.device) * latent_noise * torch.randn_like(z)
+        if n_gen:
+            pick = torch.randint(len(gen_lat), (n_gen,), generator=gen).to(st.device)
+            z, idx = torch.cat([z, gen_lat[pick]]), torch.cat([idx, gen_idx[pick]])
         out = model.heads(z)
         state_t = (tgt["state"][idx] - model.state_mean) / model.state_std
         env_t = (tgt["env_state"][idx] - model.env_state_mean) / model.env_state_std

@@ -156,6 +156,11 @@ def test_half_precision_export_loads_back_close(episodes, tmp_path):
     a = model.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(0))
     b = loaded.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(a, b, atol=2e-2, rtol=0)  # float16 weights: ~1e-3 relative each
+    export_model(tmp_path / "run", tmp_path / "three", sampling_steps=3)
+    assert load_world_model(tmp_path / "three").cfg.sampling_steps == 3
+    with pytest.raises(ValueError, match="sampling_steps"):
+        export_model(tmp_path / "run", tmp_path / "zero", sampling_steps=0)
+    assert not (tmp_path / "zero").exists()
 
 
 def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episodes):
@@ -181,3 +186,18 @@ def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episo
     frozen["future"] = still.expand_as(batch["future"]).clone()
     assert diffusion(5.0, frozen) == pytest.approx(diffusion(0.0, frozen), rel=1e-6)
 
+
+
+def test_generated_head_data_pairs_each_generated_frame_with_the_real_frame_it_stands_for(episodes):
+    from wmsuite.world_models.train import generated_head_data
+
+    model = tiny_model(episodes).eval()
+    lat = torch.cat(encode_episodes(model.codec, episode_frames(episodes, "top"), "cpu"))  # (N, C, s, s)
+    gen, idx = generated_head_data(model, episodes, lat, windows=10, chunks=3, seed=0, batch=4)
+    assert gen.shape[1:] == lat.shape[1:] and len(gen) == len(idx) and len(gen) % model.cfg.chunk == 0
+    starts = np.cumsum([0] + [ep.length + 1 for ep in episodes])[:-1]
+    assert not set(idx.tolist()) & set(starts.tolist())  # never an episode's first frame: it is never generated
+    assert int(idx.max()) < len(lat)
+    # the first generated frame of each rollout follows its start; its step number is right
+    step = idx - torch.from_numpy(starts)[torch.bucketize(idx, torch.from_numpy(starts), right=True) - 1]
+    assert (step >= 1).all() and (step <= max(ep.length for ep in episodes)).all()

@@ -44,15 +44,17 @@ class EvalConfig:
     """Episode i of every policy starts from seed `seed + i` in both simulators."""
     videos: int = 3
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
+    sampling_steps: int = 0
+    """Euler steps per generated chunk in the world model (0: the checkpoint's default)."""
     device: str = "cpu"
     """Torch device for the world model and learned policies."""
     out: str = "runs/eval-pushcube"
     """Output directory (rerun with the same one to resume)."""
 
     def __post_init__(self) -> None:
-        if self.episodes < 1 or self.num_envs < 1 or self.videos < 0:
-            raise ValueError(f"need episodes >= 1, num_envs >= 1, videos >= 0; got {self.episodes}, "
-                             f"{self.num_envs}, {self.videos}")
+        if self.episodes < 1 or self.num_envs < 1 or self.videos < 0 or self.sampling_steps < 0:
+            raise ValueError(f"need episodes >= 1, num_envs >= 1, videos >= 0, sampling_steps >= 0; got "
+                             f"{self.episodes}, {self.num_envs}, {self.videos}, {self.sampling_steps}")
 
 
 CONFIG = EvalConfig
@@ -94,7 +96,8 @@ def make_env_factory(cfg: EvalConfig):
     def make(sim: str):
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
-        model = load_world_model(resolve_path(cfg.wm), device=cfg.device)
+        model = load_world_model(resolve_path(cfg.wm), device=cfg.device,
+                                 sampling_steps=cfg.sampling_steps or None)
         steps = gym.spec(cfg.env).max_episode_steps
         if steps is None:
             raise ValueError(f"{cfg.env} registers no max_episode_steps; the imagined episodes need a horizon")

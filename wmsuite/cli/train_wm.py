@@ -56,6 +56,9 @@ class TrainWMConfig:
     """Frames per heads fine-tuning step."""
     heads_lr: float = 1e-3
     """Learning rate of the heads fine-tuning stage."""
+    heads_generated_fraction: float = 0.5
+    """Share of each heads batch that is frames the model generated itself (open-loop rollouts of up
+    to 4 chunks with the true actions, labelled with the real frames they stand for); 0: real only."""
     codec_from: str = ""
     """Existing codec checkpoint directory to reuse (skips stage 1)."""
     codec_kind: Literal["pixel", "patch", "autoencoder_kl"] = "pixel"
@@ -87,7 +90,8 @@ class TrainWMConfig:
     attention: bool = False
     """Self-attention in the UNet's lower blocks."""
     sampling_steps: int = 1
-    """Default Euler steps at generation."""
+    """Default Euler steps at generation (stored in the checkpoint; the heads stage generates its
+    training frames with it)."""
     p_backward: float = 0.0
     """Fraction of windows trained backward in time (direction flag)."""
     context_noise_max: float = 0.3
@@ -122,6 +126,8 @@ class TrainWMConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.stage not in ("all", "codec", "dynamics", "heads"):
             raise ValueError(f"stage must be 'all', 'codec', 'dynamics' or 'heads', got {self.stage!r}")
+        if not 0.0 <= self.heads_generated_fraction < 1.0:
+            raise ValueError(f"heads_generated_fraction must be in [0, 1), got {self.heads_generated_fraction}")
         if self.heads_steps < 1 or self.heads_batch_size < 1:
             raise ValueError(f"heads_steps and heads_batch_size must be >= 1, got {self.heads_steps}, "
                              f"{self.heads_batch_size}")
@@ -181,12 +187,14 @@ def _settings(cfg: TrainWMConfig) -> TrainSettings:
 
 def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     latest = Path(cfg.out) / "latest"
-    model = load_world_model(latest, device=cfg.device)
+    # --sampling-steps becomes the model's default here too: the heads learn from frames sampled that way
+    model = load_world_model(latest, device=cfg.device, sampling_steps=cfg.sampling_steps)
     config = json.loads((latest / "config.json").read_text())
     st = TrainSettings(steps=cfg.heads_steps, batch_size=cfg.heads_batch_size, lr=cfg.heads_lr,
                        log_every=cfg.log_every, seed=cfg.seed, device=cfg.device)
     began = time.time()
-    logs = train_heads(model, episodes, st, log=lambda m, s: log.log(m, config["step"] + s))
+    logs = train_heads(model, episodes, st, log=lambda m, s: log.log(m, config["step"] + s),
+                       generated_fraction=cfg.heads_generated_fraction)
     optimizer = load_checkpoint(latest / "optimizer") if is_checkpoint(latest / "optimizer") else None
     save_model(model, Path(cfg.out), config["step"], minutes=config.get("train_minutes_this_session", 0.0))
     if optimizer is not None:  # keep the dynamics optimizer state, so --resume still works
