@@ -63,7 +63,7 @@ class TrainWMConfig:
     """Existing codec checkpoint directory to reuse (skips stage 1)."""
     codec_kind: Literal["pixel", "patch", "autoencoder_kl"] = "pixel"
     """Frame codec: see CodecConfig.kind."""
-    downsample: int = 8
+    downsample: int = 4
     """Codec downsampling factor f: latents are (C, S/f, S/f)."""
     codec_steps: int = 3000
     """Codec optimizer steps."""
@@ -73,7 +73,7 @@ class TrainWMConfig:
     """Codec learning rate."""
     codec_minutes: float = 0.0
     """Wall-clock budget of the codec stage (0: none)."""
-    steps: int = 4000
+    steps: int = 9000
     """Dynamics optimizer steps."""
     batch_size: int = 16
     """Windows per dynamics step."""
@@ -85,7 +85,7 @@ class TrainWMConfig:
     """K: context frames."""
     chunk: int = 4
     """H: actions per world-model step."""
-    channels: tuple[int, ...] = (64, 64)
+    channels: tuple[int, ...] = (64, 128, 128)
     """UNet block widths."""
     attention: bool = False
     """Self-attention in the UNet's lower blocks."""
@@ -104,7 +104,7 @@ class TrainWMConfig:
     p_mean: float = 0.0
     """Mean of log(sigma) of the training noise levels (higher spends more of training near sigma_max,
     where 1-step sampling evaluates the denoiser)."""
-    motion_weight: float = 4.0
+    motion_weight: float = 10.0
     """Extra diffusion-loss weight on latent elements that change within a window (see
     WorldModelConfig.motion_weight)."""
     save_every: int = 200
