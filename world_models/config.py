@@ -25,7 +25,7 @@ class CodecConfig:
     """C: channels of a learned codec's latent frame (the pixel codec has 3 * downsample^2)."""
     downsample: int = 8
     """f: the latent frame is (C, S/f, S/f); a power of two (8: 64x64x3 pixels -> 8x8x192 for the
-    pixel codec, the cheapest that trained in time on our CPU)."""
+    pixel codec; `wmsuite train-wm` and the shipped model use 4, 16x16x48, which learned contact)."""
     width: int = 64
     """Feature width of a learned autoencoder's blocks."""
     blocks: int = 2
