@@ -190,10 +190,9 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
     ctx, act, start_xy, end_xy = [], [], [], []
     for ep in episodes:
-        frames = torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2)  # (T+1, 3, S, S)
+        z = model.codec.encode(torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2))  # (T+1, C, s, s), once
         for t in range(0, ep.length - h + 1, h):
-            idx = torch.arange(t - k + 1, t + 1).clamp_min(0)  # the first frame repeats before t = 0
-            ctx.append(frames[idx])
+            ctx.append(z[torch.arange(t - k + 1, t + 1).clamp_min(0)])  # the first frame repeats before t = 0
             act.append(torch.from_numpy(ep.actions[t : t + h]))
             start_xy.append(ep.env_state[t, :2])
             end_xy.append(ep.env_state[t + h, :2])
@@ -202,10 +201,8 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     gen = torch.Generator().manual_seed(seed)
     detected = []
     for i in range(0, len(ctx), batch_size):
-        c = torch.stack(ctx[i : i + batch_size])  # (b, K, 3, S, S)
-        z = model.codec.encode(c.flatten(0, 1))  # (b*K, C, s, s)
-        z = z.view(len(c), k, *z.shape[1:])
-        lat = model.generate(z, torch.stack(act[i : i + batch_size]), steps=steps, generator=gen)
+        lat = model.generate(torch.stack(ctx[i : i + batch_size]), torch.stack(act[i : i + batch_size]), steps=steps,
+                             generator=gen)  # (b, H, C, s, s)
         detected.append(detect_cube_xy(model.codec.decode(lat[:, -1]).permute(0, 2, 3, 1).numpy()))
     det = np.concatenate(detected)  # (W, 2), NaN where not found
     moving, still = real_move > min_move, real_move < 1e-3
