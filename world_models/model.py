@@ -73,7 +73,7 @@ class LatentWorldModel(nn.Module):
     # ------------------------------------------------------------------ the denoiser
     def denoise(self, noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
                 direction: torch.Tensor, context_noise: torch.Tensor) -> torch.Tensor:
-        """EDM denoiser D(x; sigma).
+        """Denoiser D(x; sigma): EDM preconditioning, or the clean frame itself (cfg.prediction).
 
         noisy (B, H, C, s, s), sigma (B,), context (B, K, C, s, s), actions (B, H, A), direction (B,) of
         +1/-1, context_noise (B,) the noise level already added to the context -> (B, H, C, s, s).
@@ -85,8 +85,17 @@ class LatentWorldModel(nn.Module):
         onehot = torch.stack([direction > 0, direction < 0], dim=1).to(actions.dtype)  # (B, 2)
         cond = self.cond(torch.cat([actions.flatten(1), onehot, context_noise[:, None]], dim=1))  # (B, temb)
         out = self.denoiser(torch.cat([x_in, context.flatten(1, 2)], dim=1), c_noise, class_labels=cond).sample
+        if self.cfg.prediction == "sample":
+            return (self.cfg.sigma_data * out).view_as(noisy)
         denoised = self.scheduler.precondition_outputs(noisy.flatten(1, 2), out, sig)  # (B, H*C, s, s)
         return denoised.view_as(noisy)
+
+    def _loss_weight(self, sigma: torch.Tensor) -> torch.Tensor:
+        """1 / c_out^2: the weight that makes the loss on the UNet's own output uniform over sigma."""
+        sd = self.cfg.sigma_data
+        if self.cfg.prediction == "sample":
+            return torch.full_like(sigma, 1.0 / sd**2)
+        return (sigma**2 + sd**2) / (sigma * sd) ** 2
 
     @torch.no_grad()
     def generate(self, context: torch.Tensor, actions: torch.Tensor, direction: int = FORWARD,
@@ -163,11 +172,11 @@ class LatentWorldModel(nn.Module):
         # Noise augmentation of the context (level announced to the model).
         ctx_noise = torch.rand(b, device=dev) * cfg.context_noise_max  # (B,)
         context = context + ctx_noise.view(b, 1, 1, 1, 1) * torch.randn_like(context)
-        # EDM: log-normal noise levels, loss weight (sigma^2 + sd^2) / (sigma * sd)^2.
+        # EDM: log-normal noise levels, loss weight 1 / c_out^2.
         sigma = (torch.randn(b, device=dev) * cfg.p_std + cfg.p_mean).exp()  # (B,)
         noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
         denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
-        weight = (sigma**2 + cfg.sigma_data**2) / (sigma * cfg.sigma_data) ** 2  # (B,)
+        weight = self._loss_weight(sigma)  # (B,)
         per_frame = ((1 + cfg.motion_weight * moving) * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
         valid = (~pad).float()
         diffusion = (weight[:, None] * per_frame * valid).sum() / valid.sum().clamp_min(1)

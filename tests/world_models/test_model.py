@@ -92,9 +92,10 @@ def _eval_losses(model, batch):
         return model.loss(batch)[1]
 
 
-def test_tiny_model_overfits_a_handful_of_windows_both_directions(episodes):
+@pytest.mark.parametrize("prediction", ["edm", "sample"])
+def test_tiny_model_overfits_a_handful_of_windows_both_directions(episodes, prediction):
     """Forward and backward (direction flag) windows and the IDM are all learned: the losses fall."""
-    model = tiny_model(episodes, p_backward=0.5, context_noise_max=0.0, p_single_frame=0.0)
+    model = tiny_model(episodes, p_backward=0.5, context_noise_max=0.0, p_single_frame=0.0, prediction=prediction)
     data = _windows(model, episodes[:2])
     batch = data.batch(range(0, 16, 2), "cpu")
     before = _eval_losses(model, batch)
@@ -124,6 +125,30 @@ def test_tiny_model_overfits_a_handful_of_windows_both_directions(episodes):
     err_b = (model.generate(ctx_b, act_b, BACKWARD, generator=gen) - tgt_b).pow(2).mean()
     err_f = (model.generate(ctx_b, act_b, FORWARD, generator=gen) - tgt_b).pow(2).mean()
     assert err_b < err_f, (float(err_b), float(err_f))
+
+
+@pytest.mark.parametrize("prediction", ["edm", "sample"])
+def test_denoiser_preconditioning_matches_its_definition(episodes, prediction):
+    """With the UNet's output forced to zero, D(x; sigma) is what the skip path alone gives: EDM's
+    c_skip * x = sigma_data^2 / (sigma^2 + sigma_data^2) * x, and nothing for clean-frame prediction;
+    and the loss weight is 1 / c_out^2 of each."""
+    model = tiny_model(episodes, prediction=prediction)
+    torch.nn.init.zeros_(model.denoiser.conv_out.weight)
+    torch.nn.init.zeros_(model.denoiser.conv_out.bias)
+    k, h, c, sd = model.cfg.context, model.cfg.chunk, model.codec.latent_channels, model.cfg.sigma_data
+    x = torch.randn(3, h, c, 4, 4)
+    sigma = torch.tensor([0.1, 1.0, 4.0])
+    with torch.no_grad():
+        d = model.denoise(x, sigma, torch.randn(3, k, c, 4, 4), torch.zeros(3, h, 2), torch.ones(3), torch.zeros(3))
+    c_skip = sd**2 / (sigma**2 + sd**2) if prediction == "edm" else torch.zeros(3)
+    torch.testing.assert_close(d, c_skip.view(3, 1, 1, 1, 1) * x)
+    c_out = sigma * sd / (sigma**2 + sd**2).sqrt() if prediction == "edm" else torch.full((3,), sd)
+    torch.testing.assert_close(model._loss_weight(sigma), 1 / c_out**2)
+
+
+def test_unknown_prediction_is_an_error():
+    with pytest.raises(ValueError, match="prediction"):
+        WorldModelConfig(prediction="v")
 
 
 def _generation_error(model, batch) -> float:

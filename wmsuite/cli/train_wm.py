@@ -101,6 +101,9 @@ class TrainWMConfig:
     residual: bool = False
     """Diffuse each target frame's change from the newest context frame instead of the frame (see
     WorldModelConfig.residual: off, because its artefacts pile up in rollouts)."""
+    prediction: Literal["edm", "sample"] = "edm"
+    """What the denoiser outputs: 'edm' (Karras preconditioning) or 'sample' (the clean frame; see
+    WorldModelConfig.prediction)."""
     p_mean: float = 0.0
     """Mean of log(sigma) of the training noise levels (higher spends more of training near sigma_max,
     where 1-step sampling evaluates the denoiser)."""
@@ -168,7 +171,8 @@ def run(cfg: TrainWMConfig) -> int:
             state_dim=ep.state.shape[1], env_state_dim=ep.env_state.shape[1], channels=cfg.channels,
             attention=cfg.attention, sampling_steps=cfg.sampling_steps, p_backward=cfg.p_backward,
             context_noise_max=cfg.context_noise_max, consistency_weight=cfg.consistency_weight,
-            motion_weight=cfg.motion_weight, p_mean=cfg.p_mean, residual=cfg.residual)
+            motion_weight=cfg.motion_weight, p_mean=cfg.p_mean, residual=cfg.residual,
+            prediction=cfg.prediction)
         model = build_model(episodes, wm_cfg, codec)
         print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; config {asdict(wm_cfg)}")
         step = train_dynamics(model, episodes, _settings(cfg), out, log=log.log)
