@@ -44,6 +44,11 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "4", "--resume",
                  "--channels", "16", "16", "--batch-size", "4"]) == 0
     assert json.loads((run / "latest" / "config.json").read_text())["step"] == 4
+    # --resume-prediction switches the denoiser's output parameterisation and goes on training
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "5", "--resume",
+                 "--resume-prediction", "sample", "--batch-size", "4"]) == 0
+    switched = json.loads((run / "latest" / "config.json").read_text())
+    assert switched["step"] == 5 and switched["world_model"]["prediction"] == "sample"
     # the heads stage fine-tunes the frame heads of latest/ and keeps the optimizer state for --resume
     before = load_world_model(run)
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -116,6 +116,9 @@ class TrainWMConfig:
     """Steps between metric rows."""
     resume: bool = False
     """Continue the dynamics stage from out/latest (model + optimizer + step)."""
+    resume_prediction: Literal["", "edm", "sample"] = ""
+    """With --resume: switch the checkpoint's denoiser output to this parameterisation and go on
+    training (the shipped model: 9,000 steps 'edm', then 6,000 'sample'); empty keeps it."""
     device: str = "cpu"
     """Torch device ('cpu', 'cuda')."""
     seed: int = 0
@@ -212,6 +215,9 @@ def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     model = load_world_model(latest, device=cfg.device)
     step = int(json.loads((latest / "config.json").read_text())["step"])
     opt_state = load_optimizer_state(latest / "optimizer")
+    if cfg.resume_prediction and cfg.resume_prediction != model.cfg.prediction:
+        print(f"switching the denoiser output from {model.cfg.prediction!r} to {cfg.resume_prediction!r}")
+        model.cfg = replace(model.cfg, prediction=cfg.resume_prediction)
     print(f"resuming from {latest} at step {step}")
     last = train_dynamics(model, episodes, _settings(cfg), cfg.out, log=log.log, start_step=step,
                           optimizer_state=opt_state)
