@@ -285,6 +285,27 @@ def frame_targets(episodes: Sequence[Episode]) -> dict[str, torch.Tensor]:
             "success": torch.from_numpy(np.concatenate(success)), "reward": torch.from_numpy(np.concatenate(reward))}
 
 
+FrameLabels = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""(frames (M, S, S, 3) uint8, the environment states they stand for (M, E)) -> (environment states as
+the frames show them (M, E), success as the frames show it (M,) bool)."""
+
+
+def detector_labels(detect_xy: Callable[[np.ndarray], np.ndarray],
+                    success_rule: Callable[[np.ndarray], np.ndarray]) -> FrameLabels:
+    """Frame labels from a task's object detector, for tasks whose environment state starts with the
+    object's (x, y) (PushCube): the detected position replaces it, success follows the task's rule,
+    and a frame where the detector finds no object is not a success."""
+
+    def label(frames: np.ndarray, env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xy = detect_xy(frames)  # (M, 2), NaN where not found
+        found = np.isfinite(xy).all(axis=1)
+        shown = env_state.copy()
+        shown[found, :2] = xy[found]
+        return shown, np.asarray(success_rule(shown), bool) & found
+
+    return label
+
+
 @torch.no_grad()
 def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], latents: torch.Tensor,
                         windows: int, chunks: int, seed: int = 0, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -327,7 +348,8 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
 
 def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainSettings,
                 log: Log | None = None, latent_noise: float = 0.1, generated_fraction: float = 0.5,
-                generated_windows: int = 2048, generated_chunks: int = 4) -> dict[str, float]:
+                generated_windows: int = 2048, generated_chunks: int = 4,
+                frame_labels: FrameLabels | None = None) -> dict[str, float]:
     """Fine-tune the frame heads alone on every real frame, success loss class-balanced.
 
     The joint stage sees success frames rarely (a few % of windows) and trains the heads on one frame
@@ -335,8 +357,10 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
     of std U(0, latent_noise). A `generated_fraction` of every batch is frames the model itself generated
     (open-loop rollouts of up to `generated_chunks` chunks from `generated_windows` random starts),
     labelled with the real frames they stand for: measured, heads trained on real frames alone read
-    success into blurred, drifted imagined frames whose cube is nowhere near the goal. Returns final
-    training figures.
+    success into blurred, drifted imagined frames whose cube is nowhere near the goal. With
+    `frame_labels` (a task's frame detector, see `detector_labels`), a generated frame's environment
+    state and success are instead what the frame itself shows, so the heads judge the imagined scene
+    rather than guess the real one. Returns final training figures.
     """
     torch.manual_seed(st.seed)
     model.to(st.device)
@@ -344,6 +368,12 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
     tgt = {k: v.to(st.device) for k, v in frame_targets(episodes).items()}
     gen_lat, gen_idx = (generated_head_data(model, episodes, latents, generated_windows, generated_chunks, st.seed)
                         if generated_fraction > 0 else (latents[:0], torch.zeros(0, dtype=torch.long)))
+    gen_env, gen_success = tgt["env_state"][gen_idx], tgt["success"][gen_idx]
+    if frame_labels is not None and len(gen_lat):
+        frames = torch.cat([model.codec.decode(z) for z in gen_lat.split(256)]).permute(0, 2, 3, 1).cpu().numpy()
+        env_np, success_np = frame_labels(frames, gen_env.cpu().numpy())
+        gen_env = torch.from_numpy(env_np.astype(np.float32)).to(st.device)
+        gen_success = torch.from_numpy(success_np.astype(np.float32)).to(st.device)
     n_gen = int(round(st.batch_size * generated_fraction)) if len(gen_lat) else 0
     n_pos = float(tgt["success"].sum())
     pos_weight = torch.tensor(min((len(latents) - n_pos) / max(n_pos, 1.0), 100.0), device=st.device)
@@ -357,17 +387,19 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
         idx = torch.randint(len(latents), (st.batch_size - n_gen,), generator=gen).to(st.device)
         z = latents[idx]
         z = z + torch.rand(len(z), 1, 1, 1, device=st.device) * latent_noise * torch.randn_like(z)
+        env_t, success_t = tgt["env_state"][idx], tgt["success"][idx]
         if n_gen:
             pick = torch.randint(len(gen_lat), (n_gen,), generator=gen).to(st.device)
             z, idx = torch.cat([z, gen_lat[pick]]), torch.cat([idx, gen_idx[pick]])
+            env_t, success_t = torch.cat([env_t, gen_env[pick]]), torch.cat([success_t, gen_success[pick]])
         out = model.heads(z)
         state_t = (tgt["state"][idx] - model.state_mean) / model.state_std
-        env_t = (tgt["env_state"][idx] - model.env_state_mean) / model.env_state_std
+        env_t = (env_t - model.env_state_mean) / model.env_state_std
         losses = {
             "heads/state": torch.nn.functional.mse_loss(out["state"], state_t),
             "heads/env_state": torch.nn.functional.mse_loss(out["env_state"], env_t),
             "heads/success": torch.nn.functional.binary_cross_entropy_with_logits(
-                out["success_logit"], tgt["success"][idx], pos_weight=pos_weight),
+                out["success_logit"], success_t, pos_weight=pos_weight),
             "heads/reward": torch.nn.functional.mse_loss(out["reward"], tgt["reward"][idx]),
         }
         loss = sum(losses.values())

@@ -52,7 +52,7 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
     # the heads stage fine-tunes the frame heads of latest/ and keeps the optimizer state for --resume
     before = load_world_model(run)
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
-                 "--heads-steps", "3", "--heads-batch-size", "8"]) == 0
+                 "--heads-steps", "3", "--heads-batch-size", "8", "--heads-labels", "detector"]) == 0
     after = load_world_model(run)
     assert not torch.equal(before.heads.net[0].weight, after.heads.net[0].weight)
     assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)

@@ -10,7 +10,13 @@ from tests.world_models.conftest import tiny_model
 from wmsuite.world_models import BACKWARD, FORWARD, load_world_model
 from wmsuite.world_models.codec import codec_loss, make_codec, reconstruction_psnr
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
-from wmsuite.world_models.train import LatentWindows, encode_episodes, episode_frames, save_model
+from wmsuite.world_models.train import (
+    LatentWindows,
+    detector_labels,
+    encode_episodes,
+    episode_frames,
+    save_model,
+)
 
 
 def _windows(model, episodes):
@@ -226,3 +232,15 @@ def test_generated_head_data_pairs_each_generated_frame_with_the_real_frame_it_s
     # the first generated frame of each rollout follows its start; its step number is right
     step = idx - torch.from_numpy(starts)[torch.bucketize(idx, torch.from_numpy(starts), right=True) - 1]
     assert (step >= 1).all() and (step <= max(ep.length for ep in episodes)).all()
+
+
+def test_detector_labels_take_what_each_frame_shows():
+    """The detected object position replaces the real one, success follows the task's rule on it, and a
+    frame where nothing is detected is no success; the real states passed in are left untouched."""
+    found = np.array([[0.0, 0.01], [0.3, 0.3], [np.nan, np.nan]])
+    rule = lambda s: np.linalg.norm(s[..., :2] - s[..., 4:6], axis=-1) < 0.05  # noqa: E731
+    real = np.tile(np.array([0.2, 0.2, 1.0, 0.0, 0.0, 0.0]), (3, 1))  # real cube at (0.2, 0.2), goal at 0
+    shown, success = detector_labels(lambda frames: found, rule)(np.zeros((3, 8, 8, 3), np.uint8), real)
+    np.testing.assert_array_equal(shown[:, :2], [[0.0, 0.01], [0.3, 0.3], [0.2, 0.2]])
+    np.testing.assert_array_equal(shown[:, 2:], real[:, 2:])
+    assert success.tolist() == [True, False, False] and real[0, 0] == 0.2

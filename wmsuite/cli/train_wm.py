@@ -28,6 +28,7 @@ from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 from wmsuite.world_models.train import (
     TrainSettings,
     build_model,
+    detector_labels,
     episode_frames,
     load_codec,
     load_optimizer_state,
@@ -59,6 +60,12 @@ class TrainWMConfig:
     heads_generated_fraction: float = 0.5
     """Share of each heads batch that is frames the model generated itself (open-loop rollouts of up
     to 4 chunks with the true actions, labelled with the real frames they stand for); 0: real only."""
+    heads_labels: Literal["real", "detector"] = "real"
+    """Labels of the generated frames in the heads stage: 'real', the real frames they stand for;
+    'detector', what each frame shows by the task's object detector (cube position and success;
+    wmsuite/PushCube-v0, see --env), so the success head judges the imagined scene itself."""
+    env: str = "wmsuite/PushCube-v0"
+    """Task whose object detector labels generated frames with --heads-labels detector."""
     codec_from: str = ""
     """Existing codec checkpoint directory to reuse (skips stage 1)."""
     codec_kind: Literal["pixel", "patch", "autoencoder_kl"] = "pixel"
@@ -199,9 +206,14 @@ def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     config = json.loads((latest / "config.json").read_text())
     st = TrainSettings(steps=cfg.heads_steps, batch_size=cfg.heads_batch_size, lr=cfg.heads_lr,
                        log_every=cfg.log_every, seed=cfg.seed, device=cfg.device)
+    labels = None
+    if cfg.heads_labels == "detector":
+        from wmsuite.cli.eval_wm import task_functions
+
+        labels = detector_labels(*task_functions(cfg.env))
     began = time.time()
     logs = train_heads(model, episodes, st, log=lambda m, s: log.log(m, config["step"] + s),
-                       generated_fraction=cfg.heads_generated_fraction)
+                       generated_fraction=cfg.heads_generated_fraction, frame_labels=labels)
     optimizer = load_checkpoint(latest / "optimizer") if is_checkpoint(latest / "optimizer") else None
     save_model(model, Path(cfg.out), config["step"], minutes=config.get("train_minutes_this_session", 0.0))
     if optimizer is not None:  # keep the dynamics optimizer state, so --resume still works
