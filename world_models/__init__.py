@@ -33,7 +33,8 @@ def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int 
     """Rebuild a world model from its checkpoint (never unpickles); eval mode, on `device`."""
     ckpt = resolve_checkpoint(path)
     tensors, config = load_checkpoint(ckpt, expect_class=tuple(WORLD_MODELS), device=device)
-    wm_cfg = WorldModelConfig(**config["world_model"])
+    # checkpoints written before the heads option existed have the "conv" heads
+    wm_cfg = WorldModelConfig(**{"heads": "conv", **config["world_model"]})
     if sampling_steps is not None:
         wm_cfg.sampling_steps = sampling_steps
         wm_cfg.__post_init__()

@@ -109,6 +109,9 @@ class WorldModelConfig:
     p_single_frame: float = 0.1
     """Probability that a training window's context is its newest frame repeated K times (how a
     rollout starts from one real frame)."""
+    heads: str = "keypoints"
+    """Architecture of the frame heads (agent_pos, environment_state, success, reward): "keypoints"
+    (spatial-softmax keypoints: object positions 3x more precise, measured) or "conv" (see FrameHeads)."""
     idm_weight: float = 1.0
     """Weight of the inverse-dynamics loss on real latents."""
     consistency_weight: float = 0.1
@@ -134,6 +137,8 @@ class WorldModelConfig:
         self.channels = tuple(int(c) for c in self.channels)
         if not self.channels or any(c < 8 or c % 8 for c in self.channels):
             raise ValueError(f"channels must be multiples of 8 (GroupNorm groups), got {self.channels}")
+        if self.heads not in ("keypoints", "conv"):
+            raise ValueError(f"heads must be 'keypoints' or 'conv', got {self.heads!r}")
         if self.prediction not in ("edm", "sample"):
             raise ValueError(f"prediction must be 'edm' or 'sample', got {self.prediction!r}")
         if not 0 < self.sigma_min < self.sigma_max:

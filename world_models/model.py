@@ -20,6 +20,7 @@ Shapes: B batch, K context, H chunk, A action size, C latent channels, s latent 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -58,7 +59,7 @@ class LatentWorldModel(nn.Module):
         )
         temb = cfg.channels[0] * 4  # UNet2DModel's time-embedding width
         self.cond = nn.Sequential(nn.Linear(h * a + 2 + 1, temb), nn.SiLU(), nn.Linear(temb, temb))
-        self.heads = FrameHeads(c, s, cfg.state_dim, cfg.env_state_dim)
+        self.heads = FrameHeads(c, s, cfg.state_dim, cfg.env_state_dim, cfg.heads)
         self.idm = InverseDynamics(c, s, h, a)
         self.scheduler = EDMEulerScheduler(sigma_min=cfg.sigma_min, sigma_max=cfg.sigma_max,
                                            sigma_data=cfg.sigma_data, prediction_type="epsilon")
@@ -135,6 +136,14 @@ class LatentWorldModel(nn.Module):
             "success_logit": out["success_logit"].view(lead),
             "reward": out["reward"].view(lead),
         }
+
+    def replace_heads(self, kind: str) -> None:
+        """New, untrained frame heads of architecture `kind` (WorldModelConfig.heads), e.g. to train
+        better heads on a trained dynamics model (`train-wm --stage heads --heads-kind ...`)."""
+        self.cfg = replace(self.cfg, heads=kind)
+        c, s = self.codec.latent_channels, self.codec.latent_size
+        device = self.state_mean.device
+        self.heads = FrameHeads(c, s, self.cfg.state_dim, self.cfg.env_state_dim, kind).to(device)
 
     def inverse_dynamics(self, previous: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
         """previous (B, C, s, s), frames (B, H, C, s, s) -> the actions between them (B, H, A)."""
@@ -220,25 +229,68 @@ class LatentWorldModel(nn.Module):
 
 
 class FrameHeads(nn.Module):
-    """A small CNN on one latent frame (N, C, s, s) -> normalised state (N, D), env_state (N, E),
-    success_logit (N,), reward (N,)."""
+    """One latent frame (N, C, s, s) -> normalised state (N, D), env_state (N, E), success_logit (N,),
+    reward (N,), through features of `kind` and an MLP.
 
-    def __init__(self, channels: int, size: int, state_dim: int, env_state_dim: int, width: int = 64) -> None:
+    - "keypoints" (the default): a convolutional trunk at the latent's full resolution, K spatial-softmax
+      keypoints (the expected (x, y) of a learned attention map, as in Levine et al. 2016 and
+      robomimic's SpatialSoftmax) and the mean feature.
+    - "conv": strided convolutions flattened into the MLP (the first shipped heads; configs written
+      before this option read as "conv").
+    Measured on the shipped dynamics (docs/world_models.md), both trained alike: on held-out real
+    frames the cube's position error is 2.2 cm for "conv" and 0.7 cm for "keypoints", the pusher's
+    1.8 and 0.75 cm.
+    """
+
+    def __init__(self, channels: int, size: int, state_dim: int, env_state_dim: int, kind: str = "keypoints",
+                 width: int = 64, keypoints: int = 32) -> None:
         super().__init__()
         self.dims = (state_dim, env_state_dim)
-        self.net = nn.Sequential(
-            nn.Conv2d(channels, width, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(width, width, 3, padding=1, stride=2), nn.SiLU(),
-            nn.Conv2d(width, 2 * width, 3, padding=1, stride=2), nn.SiLU(),
-            nn.Flatten(), nn.Linear(2 * width * ((size + 3) // 4) ** 2, 256), nn.SiLU(),
-            nn.Linear(256, state_dim + env_state_dim + 2),
-        )
+        outputs = state_dim + env_state_dim + 2
+        if kind == "conv":
+            self.net = nn.Sequential(
+                nn.Conv2d(channels, width, 3, padding=1), nn.SiLU(),
+                nn.Conv2d(width, width, 3, padding=1, stride=2), nn.SiLU(),
+                nn.Conv2d(width, 2 * width, 3, padding=1, stride=2), nn.SiLU(),
+                nn.Flatten(), nn.Linear(2 * width * ((size + 3) // 4) ** 2, 256), nn.SiLU(),
+                nn.Linear(256, outputs),
+            )
+        elif kind == "keypoints":
+            self.net = nn.Sequential(
+                SpatialKeypoints(channels, size, width, keypoints), nn.Linear(2 * keypoints + width, 256), nn.SiLU(),
+                nn.Linear(256, 256), nn.SiLU(), nn.Linear(256, outputs),
+            )
+        else:
+            raise ValueError(f"frame heads kind must be 'keypoints' or 'conv', got {kind!r}")
 
     def forward(self, latents: torch.Tensor) -> dict[str, torch.Tensor]:
         out = self.net(latents)
         d, e = self.dims
         return {"state": out[:, :d], "env_state": out[:, d : d + e], "success_logit": out[:, d + e],
                 "reward": out[:, d + e + 1]}
+
+
+class SpatialKeypoints(nn.Module):
+    """(N, C, s, s) -> (N, 2K + width) features: where K learned things are, (x, y) in [-1, 1] across the
+    frame (x right, y down), and the mean feature."""
+
+    def __init__(self, channels: int, size: int, width: int, keypoints: int) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(
+            nn.Conv2d(channels, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
+        )
+        self.attention = nn.Conv2d(width, keypoints, 1)
+        lin = torch.linspace(-1.0, 1.0, size)
+        gy, gx = torch.meshgrid(lin, lin, indexing="ij")
+        self.register_buffer("grid", torch.stack([gx.flatten(), gy.flatten()], dim=1), persistent=False)  # (s*s, 2)
+
+    def forward(self, latents: torch.Tensor) -> torch.Tensor:
+        f = self.trunk(latents)  # (N, W, s, s)
+        att = torch.softmax(self.attention(f).flatten(2), dim=-1)  # (N, K, s*s), each row sums to 1
+        xy = att @ self.grid  # (N, K, 2): expected coordinates
+        return torch.cat([xy.flatten(1), f.mean(dim=(2, 3))], dim=1)
 
 
 class InverseDynamics(nn.Module):

@@ -349,7 +349,7 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
 def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainSettings,
                 log: Log | None = None, latent_noise: float = 0.1, generated_fraction: float = 0.5,
                 generated_windows: int = 2048, generated_chunks: int = 4,
-                frame_labels: FrameLabels | None = None) -> dict[str, float]:
+                frame_labels: FrameLabels | None = None, success_pos_weight: float | None = None) -> dict[str, float]:
     """Fine-tune the frame heads alone on every real frame, success loss class-balanced.
 
     The joint stage sees success frames rarely (a few % of windows) and trains the heads on one frame
@@ -360,7 +360,8 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
     success into blurred, drifted imagined frames whose cube is nowhere near the goal. With
     `frame_labels` (a task's frame detector, see `detector_labels`), a generated frame's environment
     state and success are instead what the frame itself shows, so the heads judge the imagined scene
-    rather than guess the real one. Returns final training figures.
+    rather than guess the real one. `success_pos_weight` weighs success frames in the success loss (None:
+    balanced against the rest, capped at 100). Returns final training figures.
     """
     torch.manual_seed(st.seed)
     model.to(st.device)
@@ -376,7 +377,9 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
         gen_success = torch.from_numpy(success_np.astype(np.float32)).to(st.device)
     n_gen = int(round(st.batch_size * generated_fraction)) if len(gen_lat) else 0
     n_pos = float(tgt["success"].sum())
-    pos_weight = torch.tensor(min((len(latents) - n_pos) / max(n_pos, 1.0), 100.0), device=st.device)
+    if success_pos_weight is None:
+        success_pos_weight = min((len(latents) - n_pos) / max(n_pos, 1.0), 100.0)
+    pos_weight = torch.tensor(success_pos_weight, device=st.device)
     opt = torch.optim.AdamW(model.heads.parameters(), lr=st.lr, weight_decay=1e-4)
     gen = torch.Generator().manual_seed(st.seed)
     start, logs = time.time(), {}

@@ -51,10 +51,16 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
     assert switched["step"] == 5 and switched["world_model"]["prediction"] == "sample"
     # the heads stage fine-tunes the frame heads of latest/ and keeps the optimizer state for --resume
     before = load_world_model(run)
+    assert before.cfg.heads == "keypoints"
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
                  "--heads-steps", "3", "--heads-batch-size", "8", "--heads-labels", "detector"]) == 0
     after = load_world_model(run)
-    assert not torch.equal(before.heads.net[0].weight, after.heads.net[0].weight)
+    assert not torch.equal(before.heads.net[-1].weight, after.heads.net[-1].weight)
+    # --heads-kind replaces heads of the other kind by new ones and trains them
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
+                 "--heads-steps", "2", "--heads-batch-size", "8", "--heads-kind", "conv"]) == 0
+    after = load_world_model(run)
+    assert after.cfg.heads == "conv" and isinstance(after.heads.net[0], torch.nn.Conv2d)
     assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)
     assert (run / "latest" / "optimizer" / "model.safetensors").is_file()
 

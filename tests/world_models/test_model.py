@@ -85,6 +85,47 @@ def test_checkpoint_round_trip_gives_identical_outputs(episodes, tmp_path):
     assert stepped.cfg.sampling_steps == 1
 
 
+@pytest.mark.parametrize("kind", ["keypoints", "conv"])
+def test_frame_heads_kinds_shapes_and_unknown_kind(episodes, kind):
+    model = tiny_model(episodes, heads=kind)
+    lat = torch.randn(3, 5, model.codec.latent_channels, 4, 4)
+    out = model.predict_heads(lat)
+    assert out["agent_pos"].shape == (3, 5, 2) and out["environment_state"].shape == (3, 5, 4)
+    assert out["success_logit"].shape == (3, 5) and out["reward"].shape == (3, 5)
+    with pytest.raises(ValueError, match="heads must be 'keypoints' or 'conv'"):
+        WorldModelConfig(heads="mlp")
+
+
+def test_spatial_keypoints_find_the_peak_in_frame_coordinates():
+    from wmsuite.world_models.model import SpatialKeypoints
+
+    kp = SpatialKeypoints(channels=1, size=5, width=1, keypoints=1)
+    kp.trunk = torch.nn.Identity()  # features = the input itself
+    with torch.no_grad():
+        kp.attention.weight.fill_(50.0)  # attention logits = 50 * input: a near-hard argmax
+        kp.attention.bias.zero_()
+    for row, col in [(0, 0), (4, 1), (2, 3)]:
+        z = torch.zeros(1, 1, 5, 5)
+        z[0, 0, row, col] = 1.0
+        x, y = kp(z)[0, :2].tolist()
+        # x runs left to right and y top to bottom, both over [-1, 1]
+        assert x == pytest.approx(-1 + col / 2, abs=1e-6) and y == pytest.approx(-1 + row / 2, abs=1e-6)
+
+
+def test_checkpoints_from_before_the_heads_option_load_with_conv_heads(episodes, tmp_path):
+    import json
+
+    model = tiny_model(episodes, heads="conv").eval()
+    path = save_model(model, tmp_path, step=1)
+    config = json.loads((path / "config.json").read_text())
+    del config["world_model"]["heads"]  # as written before the option existed
+    (path / "config.json").write_text(json.dumps(config))
+    loaded = load_world_model(path)
+    assert loaded.cfg.heads == "conv"
+    lat = torch.randn(2, model.codec.latent_channels, 4, 4)
+    assert torch.equal(model.predict_heads(lat)["environment_state"], loaded.predict_heads(lat)["environment_state"])
+
+
 def test_missing_normalisation_stats_is_an_error(episodes):
     from wmsuite.world_models.model import LatentWorldModel
 
