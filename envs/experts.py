@@ -53,9 +53,17 @@ class ScriptedExpert:
     NOISE: ClassVar[float] = 0.5  # action noise std at skill 0 (actions live in [-1, 1])
     HESITATE: ClassVar[float] = 0.15  # per-step probability of starting a pause at skill 0
 
-    def __init__(self, skill: float = 1.0, seed: int = 0, horizon: int = 1) -> None:
+    def __init__(self, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0) -> None:
         if not isinstance(skill, int | float) or not 0.0 <= float(skill) <= 1.0:
             raise ValueError(f"skill must be a number in [0, 1], got {skill!r}")
+        if not isinstance(bias, int | float) or not 0.0 <= float(bias) <= 1.0:
+            raise ValueError(f"bias must be a number in [0, 1], got {bias!r}")
+        self.bias = float(bias)
+        """Largest per-episode actuator bias: each episode draws a constant offset of the motion actions,
+        uniform in direction and U(0, bias) in size (actions live in [-1, 1]), added to every action (then clipped). Data for
+        world models: with it, where the agent goes is no longer implied by where the cube and goal
+        are, and the model must read the actions (measured: trained on unbiased experts only, it
+        pushed the cube to the goal for a biased policy whose real pusher stalled)."""
         if not isinstance(horizon, int | np.integer) or horizon < 1:
             raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
         self.horizon = int(horizon)
@@ -119,9 +127,18 @@ class ScriptedExpert:
         if mode == "freeze":
             mem["frozen_at"] = int(rng.integers(1, 10))
         self._begin(mem, rng)
+        mem["bias"] = np.zeros(self.MOTION_DIM)
+        if self.bias > 0:  # drawn last, so bias 0 leaves every other draw as it was
+            direction = rng.normal(size=self.MOTION_DIM)
+            mem["bias"] = rng.uniform(0.0, self.bias) * direction / np.linalg.norm(direction)
         return mem
 
     def _step(self, agent_pos: np.ndarray, env_state: np.ndarray, mem: dict[str, Any]) -> np.ndarray:
+        action = np.array(self._intended(agent_pos, env_state, mem), dtype=np.float64)  # a copy
+        action[: self.MOTION_DIM] += mem["bias"]
+        return np.clip(action, -1.0, 1.0)
+
+    def _intended(self, agent_pos: np.ndarray, env_state: np.ndarray, mem: dict[str, Any]) -> np.ndarray:
         rng = mem["rng"]
         mem["t"] += 1
         hold = self._hold(mem)
@@ -288,18 +305,18 @@ class PickPlaceExpert(ScriptedExpert):
 EXPERTS: dict[str, type[ScriptedExpert]] = {cls.ENV_ID: cls for cls in (PushCubeExpert, PickPlaceExpert)}
 
 
-def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1) -> ScriptedExpert:
+def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0) -> ScriptedExpert:
     """The scripted expert of a built-in task (a CLI policy spec: `wmsuite.envs.experts:make_expert{...}`)."""
     if env_id.startswith("wmsuite/robosuite-"):
-        if horizon != 1:
-            raise ValueError("the robosuite experts act one step at a time (horizon 1)")
+        if horizon != 1 or bias:
+            raise ValueError("the robosuite experts act one step at a time (horizon 1), without bias")
         from wmsuite.envs.robosuite_experts import make_robosuite_expert
 
         return make_robosuite_expert(env_id, skill=skill, seed=seed)
     if env_id not in EXPERTS:
         raise ValueError(f"no scripted expert for {env_id!r}; experts exist for {', '.join(EXPERTS)} "
                          "and the robosuite Lift and Stack tasks")
-    return EXPERTS[env_id](skill=skill, seed=seed, horizon=horizon)
+    return EXPERTS[env_id](skill=skill, seed=seed, horizon=horizon, bias=bias)
 
 
 def run_expert(env_id: str, skill: float, episodes: int, seed: int = 0, **env_kwargs: Any) -> list[dict[str, Any]]:

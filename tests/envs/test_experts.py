@@ -108,3 +108,26 @@ def test_chunked_expert_plans_open_loop():
     assert sum(e.success for e in eps) >= 11
     with pytest.raises(ValueError, match="horizon must be an int >= 1"):
         make_expert("wmsuite/PushCube-v0", horizon=0)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_bias_adds_one_constant_offset_per_episode(env_id):
+    env = make_env(env_id, cameras=())
+    # skill 1: no noise draws, so both experts see the same random stream after the bias draw
+    plain, biased = make_expert(env_id, skill=1.0, seed=4), make_expert(env_id, skill=1.0, seed=4, bias=0.6)
+    offsets = []
+    for t in range(30):  # the same observations for both
+        obs, _ = env.reset(seed=t % 3) if t % 10 == 0 else env.step(env.action_space.sample())[:2]
+        batch = {k: np.asarray(v)[None] for k, v in obs.items() if k != "pixels"}
+        a, b = plain.predict_action_chunk(batch)[0, 0], biased.predict_action_chunk(batch)[0, 0]
+        assert plain.modes() == biased.modes()
+        unclipped = (np.abs(a) < 1.0) & (np.abs(b) < 1.0)
+        offsets.append(np.where(unclipped, b - a, np.nan))
+    motion = type(plain).MOTION_DIM
+    offsets = np.array(offsets)[:, :motion]  # (T, motion) over one episode
+    bias = np.nanmedian(offsets, axis=0)
+    assert 0 < np.linalg.norm(bias) <= 0.6 + 1e-6
+    np.testing.assert_allclose(offsets[np.isfinite(offsets).all(1)], np.broadcast_to(bias, offsets.shape)[
+        np.isfinite(offsets).all(1)], atol=1e-5)
+    with pytest.raises(ValueError, match="bias must be a number in"):
+        make_expert(env_id, bias=1.5)

@@ -61,6 +61,11 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
                  "--heads-steps", "2", "--heads-batch-size", "8", "--heads-kind", "conv"]) == 0
     after = load_world_model(run)
     assert after.cfg.heads == "conv" and isinstance(after.heads.net[0], torch.nn.Conv2d)
+    # ... and the old heads' optimizer moments are dropped, so --resume starts a fresh optimizer
+    assert not (run / "latest" / "optimizer").exists()
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "6", "--resume",
+                 "--batch-size", "4"]) == 0
+    assert json.loads((run / "latest" / "config.json").read_text())["step"] == 6
     assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)
     assert (run / "latest" / "optimizer" / "model.safetensors").is_file()
 

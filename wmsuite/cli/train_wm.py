@@ -214,8 +214,10 @@ def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     # --sampling-steps becomes the model's default here too: the heads learn from frames sampled that way
     model = load_world_model(latest, device=cfg.device, sampling_steps=cfg.sampling_steps)
     config = json.loads((latest / "config.json").read_text())
-    if cfg.heads_kind != model.cfg.heads:
-        print(f"replacing the {model.cfg.heads!r} frame heads of {latest} by new {cfg.heads_kind!r} heads")
+    replaced = cfg.heads_kind != model.cfg.heads
+    if replaced:
+        print(f"replacing the {model.cfg.heads!r} frame heads of {latest} by new {cfg.heads_kind!r} heads "
+              "(the dynamics optimizer state, which holds the old heads' moments, is dropped)")
         model.replace_heads(cfg.heads_kind)
     st = TrainSettings(steps=cfg.heads_steps, batch_size=cfg.heads_batch_size, lr=cfg.heads_lr,
                        log_every=cfg.log_every, seed=cfg.seed, device=cfg.device)
@@ -228,7 +230,7 @@ def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     logs = train_heads(model, episodes, st, log=lambda m, s: log.log(m, config["step"] + s),
                        generated_fraction=cfg.heads_generated_fraction, frame_labels=labels,
                        success_pos_weight=cfg.heads_success_pos_weight or None)
-    optimizer = load_checkpoint(latest / "optimizer") if is_checkpoint(latest / "optimizer") else None
+    optimizer = load_checkpoint(latest / "optimizer") if is_checkpoint(latest / "optimizer") and not replaced else None
     save_model(model, Path(cfg.out), config["step"], minutes=config.get("train_minutes_this_session", 0.0))
     if optimizer is not None:  # keep the dynamics optimizer state, so --resume still works
         save_checkpoint(latest / "optimizer", *optimizer)
@@ -240,7 +242,11 @@ def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     latest = Path(cfg.out) / "latest"
     model = load_world_model(latest, device=cfg.device)
     step = int(json.loads((latest / "config.json").read_text())["step"])
-    opt_state = load_optimizer_state(latest / "optimizer")
+    opt_state = None
+    if is_checkpoint(latest / "optimizer"):
+        opt_state = load_optimizer_state(latest / "optimizer")
+    else:
+        print(f"{latest} has no optimizer state (its heads were replaced): AdamW starts afresh")
     if cfg.resume_prediction and cfg.resume_prediction != model.cfg.prediction:
         print(f"switching the denoiser output from {model.cfg.prediction!r} to {cfg.resume_prediction!r}")
         model.cfg = replace(model.cfg, prediction=cfg.resume_prediction)
