@@ -237,9 +237,9 @@ class FrameHeads(nn.Module):
       robomimic's SpatialSoftmax) and the mean feature.
     - "conv": strided convolutions flattened into the MLP (the first shipped heads; configs written
       before this option read as "conv").
-    Measured on the shipped dynamics (docs/world_models.md), both trained alike: on held-out real
-    frames the cube's position error is 2.2 cm for "conv" and 0.7 cm for "keypoints", the pusher's
-    1.8 and 0.75 cm.
+    Measured on PushCube (docs/world_models.md), both trained alike on the same dynamics: on held-out
+    real frames the cube's position error is 2.2 cm for "conv" and 0.7 cm for "keypoints", the
+    pusher's 1.8 and 0.75 cm.
     """
 
     def __init__(self, channels: int, size: int, state_dim: int, env_state_dim: int, kind: str = "keypoints",
