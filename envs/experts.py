@@ -59,11 +59,12 @@ class ScriptedExpert:
         if not isinstance(bias, int | float) or not 0.0 <= float(bias) <= 1.0:
             raise ValueError(f"bias must be a number in [0, 1], got {bias!r}")
         self.bias = float(bias)
-        """Largest per-episode actuator bias: each episode draws a constant offset of the motion actions,
-        uniform in direction and U(0, bias) in size (actions live in [-1, 1]), added to every action (then clipped). Data for
-        world models: with it, where the agent goes is no longer implied by where the cube and goal
-        are, and the model must read the actions (measured: trained on unbiased experts only, it
-        pushed the cube to the goal for a biased policy whose real pusher stalled)."""
+        """Largest per-episode actuator bias: each episode draws a constant offset of the motion
+        actions, uniform in direction and U(0, bias) in size (actions live in [-1, 1]), added to every
+        action, then clipped. Data for world models: with it, where the agent goes is no longer
+        implied by where the cube and goal are. Measured (docs/world_models.md): a world model trained
+        on unbiased experts let a biased policy that stalls in the real env (0% success) succeed in
+        54% of imagined episodes; 300 biased episodes more brought that to 40%."""
         if not isinstance(horizon, int | np.integer) or horizon < 1:
             raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
         self.horizon = int(horizon)

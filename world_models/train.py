@@ -350,18 +350,18 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
                 log: Log | None = None, latent_noise: float = 0.1, generated_fraction: float = 0.5,
                 generated_windows: int = 2048, generated_chunks: int = 4,
                 frame_labels: FrameLabels | None = None, success_pos_weight: float | None = None) -> dict[str, float]:
-    """Fine-tune the frame heads alone on every real frame, success loss class-balanced.
+    """Fine-tune the frame heads alone on every real frame.
 
     The joint stage sees success frames rarely (a few % of windows) and trains the heads on one frame
-    per window; this pass sees every frame, weighs positives by n_neg / n_pos, and adds latent noise
-    of std U(0, latent_noise). A `generated_fraction` of every batch is frames the model itself generated
+    per window; this pass sees every frame and adds latent noise of std U(0, latent_noise). A `generated_fraction` of every batch is frames the model itself generated
     (open-loop rollouts of up to `generated_chunks` chunks from `generated_windows` random starts),
     labelled with the real frames they stand for: measured, heads trained on real frames alone read
     success into blurred, drifted imagined frames whose cube is nowhere near the goal. With
     `frame_labels` (a task's frame detector, see `detector_labels`), a generated frame's environment
     state and success are instead what the frame itself shows, so the heads judge the imagined scene
-    rather than guess the real one. `success_pos_weight` weighs success frames in the success loss (None:
-    balanced against the rest, capped at 100). Returns final training figures.
+    rather than guess the real one. `success_pos_weight` weighs success frames in the success loss
+    (None: n_neg / n_pos, capped at 100, which moves p > 0.5 down to a true probability of ~2% here;
+    `train-wm` passes 1, a calibrated head). Returns final training figures.
     """
     torch.manual_seed(st.seed)
     model.to(st.device)
