@@ -56,18 +56,18 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
                  "--heads-steps", "3", "--heads-batch-size", "8", "--heads-labels", "detector"]) == 0
     after = load_world_model(run)
     assert not torch.equal(before.heads.net[-1].weight, after.heads.net[-1].weight)
+    assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)
+    assert (run / "latest" / "optimizer" / "model.safetensors").is_file()
     # --heads-kind replaces heads of the other kind by new ones and trains them
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
                  "--heads-steps", "2", "--heads-batch-size", "8", "--heads-kind", "conv"]) == 0
-    after = load_world_model(run)
-    assert after.cfg.heads == "conv" and isinstance(after.heads.net[0], torch.nn.Conv2d)
+    swapped = load_world_model(run)
+    assert swapped.cfg.heads == "conv" and isinstance(swapped.heads.net[0], torch.nn.Conv2d)
     # ... and the old heads' optimizer moments are dropped, so --resume starts a fresh optimizer
     assert not (run / "latest" / "optimizer").exists()
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "6", "--resume",
                  "--batch-size", "4"]) == 0
     assert json.loads((run / "latest" / "config.json").read_text())["step"] == 6
-    assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)
-    assert (run / "latest" / "optimizer" / "model.safetensors").is_file()
 
     out = tmp_path / "eval"
     assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out),
