@@ -109,6 +109,15 @@ class WorldModelConfig:
     p_single_frame: float = 0.1
     """Probability that a training window's context is its newest frame repeated K times (how a
     rollout starts from one real frame)."""
+    self_forcing: float = 0.0
+    """Probability that a forward training window's context is the model's own rollout instead of
+    real frames: from the real frames `self_forcing_chunks`-or-fewer chunks earlier, the model
+    generates (without gradient, with its sampling steps) the frames up to the window, driven by the
+    episode's true actions, and learns to predict the real target from them. Noise augmentation only
+    imitates its own errors; this shows it them (ghost cubes, a fading goal, a drifted pusher), so it
+    learns to pull a drifted context back towards the real scene. 0: off."""
+    self_forcing_chunks: int = 2
+    """Most chunks a self-forced context is generated over; each batch draws 1 to this many."""
     heads: str = "keypoints"
     """Architecture of the frame heads (agent_pos, environment_state, success, reward): "keypoints"
     (spatial-softmax keypoints: object positions 3x more precise, measured) or "conv" (see FrameHeads)."""
@@ -128,7 +137,7 @@ class WorldModelConfig:
     sigma_data per channel)."""
 
     def __post_init__(self) -> None:
-        for name in ("context", "chunk", "action_dim", "sampling_steps"):
+        for name in ("context", "chunk", "action_dim", "sampling_steps", "self_forcing_chunks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("state_dim", "env_state_dim"):
@@ -143,7 +152,7 @@ class WorldModelConfig:
             raise ValueError(f"prediction must be 'edm' or 'sample', got {self.prediction!r}")
         if not 0 < self.sigma_min < self.sigma_max:
             raise ValueError(f"need 0 < sigma_min < sigma_max, got {self.sigma_min}, {self.sigma_max}")
-        for name in ("p_backward", "p_single_frame"):
+        for name in ("p_backward", "p_single_frame", "self_forcing"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("context_noise_max", "context_noise_eval", "idm_weight", "consistency_weight", "head_weight",

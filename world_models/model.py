@@ -156,16 +156,23 @@ class LatentWorldModel(nn.Module):
             context (B, K, C, s, s)   future (B, H+K-1, C, s, s)   actions (B, H, A)
             action_is_pad (B, H)      future_is_pad (B, H+K-1)     future_state (B, H, D)
             future_env_state (B, H, E)  reached_success (B, H)     rewards (B, H)
+
+        and, for self forcing (cfg.self_forcing), the R chunks before the window:
+            history (B, K, C, s, s)   history_actions (B, R*H, A)  history_valid (B,)
         """
         cfg = self.cfg
-        ctx, fut, act = batch["context"], batch["future"], batch["actions"]
-        b, k, h = ctx.shape[0], cfg.context, cfg.chunk
-        dev = ctx.device
+        real_ctx, fut, act = batch["context"], batch["future"], batch["actions"]
+        b, k, h = real_ctx.shape[0], cfg.context, cfg.chunk
+        dev = real_ctx.device
         target_pad = batch["future_is_pad"][:, :h]  # (B, H)
         # Direction: backward windows play the same frames in reverse.
         backward = torch.rand(b, device=dev) < cfg.p_backward  # (B,)
+        ctx = real_ctx
+        if cfg.self_forcing > 0 and "history" in batch:
+            use = (torch.rand(b, device=dev) < cfg.self_forcing) & batch["history_valid"] & ~backward  # (B,)
+            ctx = self._self_forced_context(real_ctx, batch["history"], batch["history_actions"], use)
         bwd_ctx = fut[:, h - 1 : h - 1 + k].flip(1)  # frames t+H+K-1 .. t+H: newest last in reversed time
-        bwd_tgt = torch.cat([ctx[:, -1:], fut[:, : h - 1]], dim=1).flip(1)  # frames t+H-1 .. t
+        bwd_tgt = torch.cat([real_ctx[:, -1:], fut[:, : h - 1]], dim=1).flip(1)  # frames t+H-1 .. t
         bwd_pad = torch.cat([torch.zeros_like(target_pad[:, :1]), target_pad[:, : h - 1]], 1).flip(1)
         sel = backward.view(b, 1, 1, 1, 1)
         context = torch.where(sel, bwd_ctx, ctx)
@@ -207,7 +214,7 @@ class LatentWorldModel(nn.Module):
         act_valid = (~batch["action_is_pad"]).float()  # (B, H)
         # Inverse dynamics on real latents, and forward-inverse consistency on the denoiser's output
         # (the IDM's parameters are detached there, so that term trains the forward model only).
-        idm = ((self.inverse_dynamics(ctx[:, -1], real) - act) ** 2).mean(-1)  # (B, H)
+        idm = ((self.inverse_dynamics(real_ctx[:, -1], real) - act) ** 2).mean(-1)  # (B, H)
         idm_loss = (idm * act_valid).sum() / act_valid.sum().clamp_min(1)
         fwd = (~backward).float()[:, None] * act_valid  # (B, H)
         frozen = {name: p.detach() for name, p in self.idm.named_parameters()}
@@ -219,6 +226,23 @@ class LatentWorldModel(nn.Module):
         logs = {"loss": total, "diffusion": diffusion, "head_state": head_state, "head_env_state": head_env,
                 "head_success": success, "head_reward": reward, "idm": idm_loss, "consistency": consistency}
         return total, {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in logs.items()}
+
+    @torch.no_grad()
+    def _self_forced_context(self, ctx: torch.Tensor, history: torch.Tensor, history_actions: torch.Tensor,
+                             use: torch.Tensor) -> torch.Tensor:
+        """ctx (B, K, C, s, s) with the rows where `use` (B,) replaced by the model's own rollout from
+        `history` (B, K, C, s, s), the real frames R chunks earlier, through `history_actions` (B, R*H, A)."""
+        rows = use.nonzero().squeeze(1)
+        if not len(rows):
+            return ctx
+        k, h = self.cfg.context, self.cfg.chunk
+        context, actions = history[rows], history_actions[rows]
+        for r in range(actions.shape[1] // h):
+            frames = self.generate(context, actions[:, r * h : (r + 1) * h])  # (b, H, C, s, s)
+            context = torch.cat([context, frames], dim=1)[:, -k:]
+        out = ctx.clone()
+        out[rows] = context
+        return out
 
     def config_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

@@ -154,23 +154,40 @@ class LatentWindows:
         self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
                                      cameras=[])
         self.latents = latents  # per episode (T+1, C, s, s)
+        self.actions = [torch.from_numpy(np.asarray(ep.actions, np.float32)) for ep in episodes]  # (T, A)
 
     def __len__(self) -> int:
         return len(self.windows)
 
-    def batch(self, idx: Sequence[int], device: str) -> dict[str, torch.Tensor]:
+    def batch(self, idx: Sequence[int], device: str, history_chunks: int = 0) -> dict[str, torch.Tensor]:
+        """The windows `idx`; with `history_chunks` R > 0 also the real context R chunks before each
+        window and the R*H actions from there to the window (`history*`, for self forcing)."""
         items = [self.windows[int(i)] for i in idx]
-        ctx, fut = [], []
+        ctx, fut, hist, hist_act, hist_valid = [], [], [], [], []
+        span = history_chunks * self.h
         for it in items:
-            lat = self.latents[int(it["episode_index"])]
+            e = int(it["episode_index"])
+            lat = self.latents[e]
             t, n = int(it["t"]), len(lat)
             ctx.append(lat[torch.arange(t - self.k + 1, t + 1).clamp(0, n - 1)])
             fut.append(lat[torch.arange(t + 1, t + self.h + self.k).clamp(0, n - 1)])
+            if span:
+                t0 = max(t - span, 0)
+                hist.append(lat[torch.arange(t0 - self.k + 1, t0 + 1).clamp(0, n - 1)])
+                hist_valid.append(t >= span)
+                hist_act.append(self.actions[e][t0 : t0 + span] if t >= span
+                                else torch.zeros(span, self.actions[e].shape[1]))
+        if span:
+            extra = {"history": torch.stack(hist), "history_actions": torch.stack(hist_act),
+                     "history_valid": torch.tensor(hist_valid)}
+        else:
+            extra = {}
         keys = ("actions", "action_is_pad", "future_is_pad", "future_state", "future_env_state",
                 "reached_success", "rewards")
         out = {k: torch.stack([it[k] for it in items]) for k in keys}
         out["future_state"], out["future_env_state"] = out["future_state"][:, : self.h], out["future_env_state"][:, : self.h]
         out["context"], out["future"] = torch.stack(ctx), torch.stack(fut)
+        out.update(extra)
         return {k: v.to(device) for k, v in out.items()}
 
 
@@ -216,7 +233,11 @@ def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: Tra
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, st.steps, st.lr)
-        batch = data.batch(torch.randint(len(data), (st.batch_size,), generator=gen).tolist(), st.device)
+        idx = torch.randint(len(data), (st.batch_size,), generator=gen).tolist()
+        chunks = 0  # self forcing: each batch rolls 1 to self_forcing_chunks chunks before its windows
+        if model.cfg.self_forcing > 0:
+            chunks = int(torch.randint(model.cfg.self_forcing_chunks, (1,), generator=gen)) + 1
+        batch = data.batch(idx, st.device, history_chunks=chunks)
         loss, logs = model.loss(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -40,10 +40,12 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
     assert "heads/success" in rows[-1]  # stage 'all' ends with the heads fine-tuning
     model = load_world_model(run)
     assert model.cfg.channels == (16, 16) and (run / "step_2").is_dir()
-    # --resume continues from latest/ to the new step count
+    # --resume continues from latest/ to the new step count, here with self forcing switched on
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "4", "--resume",
-                 "--channels", "16", "16", "--batch-size", "4"]) == 0
-    assert json.loads((run / "latest" / "config.json").read_text())["step"] == 4
+                 "--channels", "16", "16", "--batch-size", "4", "--self-forcing", "1",
+                 "--self-forcing-chunks", "1"]) == 0
+    resumed = json.loads((run / "latest" / "config.json").read_text())
+    assert resumed["step"] == 4 and resumed["world_model"]["self_forcing"] == 1.0
     # --resume-prediction switches the denoiser's output parameterisation and goes on training
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "5", "--resume",
                  "--resume-prediction", "sample", "--batch-size", "4"]) == 0

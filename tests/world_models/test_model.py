@@ -285,3 +285,45 @@ def test_detector_labels_take_what_each_frame_shows():
     np.testing.assert_array_equal(shown[:, :2], [[0.0, 0.01], [0.3, 0.3], [0.2, 0.2]])
     np.testing.assert_array_equal(shown[:, 2:], real[:, 2:])
     assert success.tolist() == [True, False, False] and real[0, 0] == 0.2
+
+
+def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_context(episodes):
+    """The R chunks before each window come from the episode itself (frames and true actions), windows
+    too early for them are marked invalid, and a self-forced context is exactly the model's own
+    R-chunk rollout from there, only in the rows asked for."""
+    model = tiny_model(episodes, self_forcing=1.0, self_forcing_chunks=2)
+    k, h, span = model.cfg.context, model.cfg.chunk, 2 * model.cfg.chunk
+    data = _windows(model, episodes)
+    idx = list(range(0, len(data), 3))
+    batch = data.batch(idx, "cpu", history_chunks=2)
+    assert batch["history"].shape == batch["context"].shape
+    assert batch["history_actions"].shape == (len(idx), span, 2)
+    for row, i in enumerate(idx):
+        item = data.windows[i]
+        e, t = int(item["episode_index"]), int(item["t"])
+        assert bool(batch["history_valid"][row]) == (t >= span)
+        if t >= span:
+            rows = np.clip(np.arange(t - span - k + 1, t - span + 1), 0, None)
+            torch.testing.assert_close(batch["history"][row], data.latents[e][rows])
+            np.testing.assert_array_equal(batch["history_actions"][row].numpy(), episodes[e].actions[t - span : t])
+    assert batch["history_valid"].any() and not batch["history_valid"].all()
+
+    use = batch["history_valid"].clone()
+    use[use.nonzero()[0]] = False  # leave one valid row out too
+    torch.manual_seed(3)
+    out = model._self_forced_context(batch["context"], batch["history"], batch["history_actions"], use)
+    torch.manual_seed(3)
+    context, actions = batch["history"][use], batch["history_actions"][use]
+    for r in range(2):
+        context = torch.cat([context, model.generate(context, actions[:, r * h : (r + 1) * h])], 1)[:, -k:]
+    torch.testing.assert_close(out[use], context)
+    torch.testing.assert_close(out[~use], batch["context"][~use])
+    assert not torch.allclose(out[use], batch["context"][use])  # an untrained model's rollout is not the past
+
+    loss, logs = model.loss(batch)
+    loss.backward()
+    assert np.isfinite(logs["diffusion"])
+    assert model.denoiser.conv_in.weight.grad.abs().sum() > 0
+    for bad in ({"self_forcing": 1.5}, {"self_forcing_chunks": 0}):
+        with pytest.raises(ValueError, match="self_forcing"):
+            tiny_model(episodes, **bad)

@@ -125,6 +125,12 @@ class TrainWMConfig:
     motion_weight: float = 10.0
     """Extra diffusion-loss weight on latent elements that change within a window (see
     WorldModelConfig.motion_weight)."""
+    self_forcing: float = 0.0
+    """Share of forward windows whose context is the model's own rollout from the real frames 1 to
+    --self-forcing-chunks chunks earlier (see WorldModelConfig.self_forcing). Unlike the architecture,
+    it is taken from the command line on --resume too, so a trained model can be fine-tuned with it."""
+    self_forcing_chunks: int = 2
+    """Most chunks a self-forced context is generated over."""
     save_every: int = 200
     """Steps between checkpoints."""
     log_every: int = 10
@@ -192,7 +198,8 @@ def run(cfg: TrainWMConfig) -> int:
             attention=cfg.attention, sampling_steps=cfg.sampling_steps, p_backward=cfg.p_backward,
             context_noise_max=cfg.context_noise_max, consistency_weight=cfg.consistency_weight,
             motion_weight=cfg.motion_weight, p_mean=cfg.p_mean, residual=cfg.residual,
-            prediction=cfg.prediction, heads=cfg.heads_kind)
+            prediction=cfg.prediction, heads=cfg.heads_kind, self_forcing=cfg.self_forcing,
+            self_forcing_chunks=cfg.self_forcing_chunks)
         model = build_model(episodes, wm_cfg, codec)
         print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; config {asdict(wm_cfg)}")
         step = train_dynamics(model, episodes, _settings(cfg), out, log=log.log)
@@ -250,7 +257,8 @@ def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     if cfg.resume_prediction and cfg.resume_prediction != model.cfg.prediction:
         print(f"switching the denoiser output from {model.cfg.prediction!r} to {cfg.resume_prediction!r}")
         model.cfg = replace(model.cfg, prediction=cfg.resume_prediction)
-    print(f"resuming from {latest} at step {step}")
+    model.cfg = replace(model.cfg, self_forcing=cfg.self_forcing, self_forcing_chunks=cfg.self_forcing_chunks)
+    print(f"resuming from {latest} at step {step} (self forcing {cfg.self_forcing})")
     last = train_dynamics(model, episodes, _settings(cfg), cfg.out, log=log.log, start_step=step,
                           optimizer_state=opt_state)
     print(f"trained to step {last} -> {latest}")
