@@ -177,17 +177,14 @@ class LatentWindows:
                 hist_valid.append(t >= span)
                 hist_act.append(self.actions[e][t0 : t0 + span] if t >= span
                                 else torch.zeros(span, self.actions[e].shape[1]))
-        if span:
-            extra = {"history": torch.stack(hist), "history_actions": torch.stack(hist_act),
-                     "history_valid": torch.tensor(hist_valid)}
-        else:
-            extra = {}
         keys = ("actions", "action_is_pad", "future_is_pad", "future_state", "future_env_state",
                 "reached_success", "rewards")
         out = {k: torch.stack([it[k] for it in items]) for k in keys}
         out["future_state"], out["future_env_state"] = out["future_state"][:, : self.h], out["future_env_state"][:, : self.h]
         out["context"], out["future"] = torch.stack(ctx), torch.stack(fut)
-        out.update(extra)
+        if span:
+            out.update(history=torch.stack(hist), history_actions=torch.stack(hist_act),
+                       history_valid=torch.tensor(hist_valid))
         return {k: v.to(device) for k, v in out.items()}
 
 
