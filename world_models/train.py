@@ -53,6 +53,10 @@ class TrainSettings:
     """Seed of parameter init and sampling."""
     device: str = "cpu"
     """Torch device."""
+    moving_fraction: float = 0.0
+    """Dynamics only: share of each batch drawn from the windows whose environment_state changes over
+    the chunk (`LatentWindows.moving`: an object is pushed), the rest uniformly from all windows; 0
+    samples every window alike. Contact is where the model errs most and ~30% of PushCube windows."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "save_every", "log_every"):
@@ -60,6 +64,8 @@ class TrainSettings:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0 or self.max_minutes < 0:
             raise ValueError(f"lr must be > 0 and max_minutes >= 0, got {self.lr}, {self.max_minutes}")
+        if not 0.0 <= self.moving_fraction <= 1.0:
+            raise ValueError(f"moving_fraction is a share of the batch in [0, 1], got {self.moving_fraction}")
 
 
 Log = Callable[[dict[str, float], int], None]
@@ -146,6 +152,11 @@ def state_stats(episodes: Sequence[Episode]) -> dict[str, list[float]]:
             "env_state_mean": env.mean(0).tolist(), "env_state_std": env.std(0).tolist()}
 
 
+MOVING_THRESHOLD = 0.01
+"""A window is `moving` when |environment_state[t + H] - environment_state[t]| exceeds this (1 cm of
+cube travel for PushCube's metres; the yaw features are unitless)."""
+
+
 class LatentWindows:
     """Training windows over latents: the core WindowDataset's items, frames replaced by latents."""
 
@@ -155,6 +166,9 @@ class LatentWindows:
                                      cameras=[])
         self.latents = latents  # per episode (T+1, C, s, s)
         self.actions = [torch.from_numpy(np.asarray(ep.actions, np.float32)) for ep in episodes]  # (T, A)
+        change = [np.linalg.norm(episodes[e].env_state[min(t + chunk, episodes[e].length)] - episodes[e].env_state[t])
+                  for e, t in self.windows.index]
+        self.moving = torch.from_numpy(np.flatnonzero(np.asarray(change) > MOVING_THRESHOLD))  # window indices
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -230,7 +244,7 @@ def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: Tra
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, st.steps, st.lr)
-        idx = torch.randint(len(data), (st.batch_size,), generator=gen).tolist()
+        idx = sample_windows(data, st.batch_size, st.moving_fraction, gen)
         chunks = 0  # self forcing: each batch rolls 1 to self_forcing_chunks chunks before its windows
         if model.cfg.self_forcing > 0:
             chunks = int(torch.randint(model.cfg.self_forcing_chunks, (1,), generator=gen)) + 1
@@ -251,6 +265,20 @@ def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: Tra
             break
     bar.close()
     return step + 1
+
+
+def sample_windows(data: LatentWindows, batch_size: int, moving_fraction: float,
+                   gen: torch.Generator) -> list[int]:
+    """Window indices of one batch: round(moving_fraction * B) of them from `data.moving`, the rest
+    uniform over all windows (with 0, exactly the draw of plain uniform sampling)."""
+    n_moving = round(moving_fraction * batch_size)
+    if n_moving and not len(data.moving):
+        raise ValueError("moving_fraction > 0 but no training window moves an object (environment_state never "
+                         f"changes by more than {MOVING_THRESHOLD} over a chunk); use moving_fraction 0")
+    idx = torch.randint(len(data), (batch_size - n_moving,), generator=gen)
+    if n_moving:
+        idx = torch.cat([data.moving[torch.randint(len(data.moving), (n_moving,), generator=gen)], idx])
+    return idx.tolist()
 
 
 def save_model(model: LatentWorldModel, out_dir: Path, step: int, opt: torch.optim.Optimizer | None = None,

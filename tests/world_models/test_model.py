@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -12,9 +14,11 @@ from wmsuite.world_models.codec import codec_loss, make_codec, reconstruction_ps
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 from wmsuite.world_models.train import (
     LatentWindows,
+    TrainSettings,
     detector_labels,
     encode_episodes,
     episode_frames,
+    sample_windows,
     save_model,
 )
 
@@ -327,3 +331,28 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
     for bad in ({"self_forcing": 1.5}, {"self_forcing_chunks": 0}):
         with pytest.raises(ValueError, match="self_forcing"):
             tiny_model(episodes, **bad)
+
+
+def test_moving_windows_are_those_whose_object_moves_and_sampling_draws_the_asked_share(episodes):
+    """`moving` holds exactly the windows whose square (env_state) moves over the chunk, checked
+    against the episodes' own positions; a batch with moving_fraction f takes round(f * B) of them and
+    f = 0 is the plain uniform draw (so runs without the option keep their random stream)."""
+    model = tiny_model(episodes)
+    h = model.cfg.chunk
+    data = _windows(model, episodes)
+    expected = [i for i, (e, t) in enumerate(data.windows.index)
+                if (episodes[e].state[min(t + h, episodes[e].length)] != episodes[e].state[t]).any()]
+    assert data.moving.tolist() == expected
+    assert 0 < len(expected) < len(data)  # the square stops at the right edge: some windows are still
+
+    gen = torch.Generator().manual_seed(0)
+    idx = sample_windows(data, 8, 0.5, gen)
+    assert len(idx) == 8 and set(idx[:4]) <= set(expected)
+    plain = sample_windows(data, 8, 0.0, torch.Generator().manual_seed(1))
+    assert plain == torch.randint(len(data), (8,), generator=torch.Generator().manual_seed(1)).tolist()
+
+    still = [dataclasses.replace(ep, env_state=np.zeros_like(ep.env_state)) for ep in episodes]
+    with pytest.raises(ValueError, match="no training window moves"):
+        sample_windows(_windows(model, still), 8, 0.25, gen)
+    with pytest.raises(ValueError, match="moving_fraction"):
+        TrainSettings(moving_fraction=1.5)

@@ -131,6 +131,9 @@ class TrainWMConfig:
     it is taken from the command line on --resume too, so a trained model can be fine-tuned with it."""
     self_forcing_chunks: int = 2
     """Most chunks a self-forced context is generated over."""
+    moving_fraction: float = 0.0
+    """Share of each dynamics batch drawn from windows where an object moves (contact; see
+    TrainSettings.moving_fraction); 0 samples all windows alike."""
     save_every: int = 200
     """Steps between checkpoints."""
     log_every: int = 10
@@ -213,7 +216,8 @@ def run(cfg: TrainWMConfig) -> int:
 
 def _settings(cfg: TrainWMConfig) -> TrainSettings:
     return TrainSettings(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, max_minutes=cfg.max_minutes,
-                         save_every=cfg.save_every, log_every=cfg.log_every, seed=cfg.seed, device=cfg.device)
+                         save_every=cfg.save_every, log_every=cfg.log_every, seed=cfg.seed, device=cfg.device,
+                         moving_fraction=cfg.moving_fraction)
 
 
 def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
