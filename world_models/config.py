@@ -116,7 +116,7 @@ class WorldModelConfig:
     episode's true actions, and learns to predict the real target from them. Noise augmentation only
     imitates its own errors; this shows it them (ghost cubes, a fading goal, a drifted pusher), so it
     learns to pull a drifted context back towards the real scene. 0: off, the default: measured as a
-    fine-tune of the shipped model (0.5, 4,211 and 4,958 steps), it wrecked it (cube error at horizon 1 6 mm ->
+    fine-tune of the step-18,000 model (0.5, 4,211 and 4,958 steps), it wrecked it (cube error at horizon 1 6 mm ->
     11-12 cm, learned-simulator Pearson 0.85 -> -0.14 / 0.05; docs/world_models.md), cause not found yet."""
     self_forcing_chunks: int = 2
     """Most chunks a self-forced context is generated over; each batch draws 1 to this many."""

@@ -133,7 +133,7 @@ class TrainWMConfig:
     """Most chunks a self-forced context is generated over."""
     moving_fraction: float = 0.0
     """Share of each dynamics batch drawn from windows where an object moves (contact; see
-    TrainSettings.moving_fraction); 0 samples all windows alike."""
+    TrainSettings.moving_fraction: 0.5 measured worse); 0 samples all windows alike."""
     save_every: int = 200
     """Steps between checkpoints."""
     log_every: int = 10
