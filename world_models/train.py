@@ -16,6 +16,7 @@ optimizer state in `out/latest/optimizer/` for --resume).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -168,9 +169,15 @@ class LatentWindows:
                                      cameras=[])
         self.latents = latents  # per episode (T+1, C, s, s)
         self.actions = [torch.from_numpy(np.asarray(ep.actions, np.float32)) for ep in episodes]  # (T, A)
-        change = [np.linalg.norm(episodes[e].env_state[min(t + chunk, episodes[e].length)] - episodes[e].env_state[t])
+
+    @functools.cached_property
+    def moving(self) -> torch.Tensor:
+        """Indices of the windows whose environment_state changes by more than MOVING_THRESHOLD over
+        the chunk (computed on first use: only --moving-fraction needs it)."""
+        eps = self.windows.episodes
+        change = [np.linalg.norm(eps[e].env_state[min(t + self.h, eps[e].length)] - eps[e].env_state[t])
                   for e, t in self.windows.index]
-        self.moving = torch.from_numpy(np.flatnonzero(np.asarray(change) > MOVING_THRESHOLD))  # window indices
+        return torch.from_numpy(np.flatnonzero(np.asarray(change) > MOVING_THRESHOLD))
 
     def __len__(self) -> int:
         return len(self.windows)

@@ -348,6 +348,12 @@ def test_moving_windows_are_those_whose_object_moves_and_sampling_draws_the_aske
     gen = torch.Generator().manual_seed(0)
     idx = sample_windows(data, 8, 0.5, gen)
     assert len(idx) == 8 and set(idx[:4]) <= set(expected)
+    # only episode 0 moves: a quarter of the windows, so a uniform draw of 16 would miss them
+    one = [ep if i == 0 else dataclasses.replace(ep, env_state=np.zeros_like(ep.env_state))
+           for i, ep in enumerate(episodes)]
+    rare = _windows(model, one)
+    assert {rare.windows.index[i][0] for i in rare.moving.tolist()} == {0}
+    assert set(sample_windows(rare, 16, 1.0, gen)) <= set(rare.moving.tolist())
     plain = sample_windows(data, 8, 0.0, torch.Generator().manual_seed(1))
     assert plain == torch.randint(len(data), (8,), generator=torch.Generator().manual_seed(1)).tolist()
 
