@@ -16,12 +16,18 @@ drawn uniformly from the task's list. Failure modes are systematic mistakes that
 retry logic repeats rather than fixes, so they fail for qualitatively different reasons:
     PushCube:  wrong_side (approaches from the goal side and pushes the cube away), freeze (stops
                moving for good after a few steps), early_stop (believes the cube arrived when 9-13 cm short)
+               and, only when asked for with `failure_modes` (world-model data that the default
+               modes lack): hover (goes round to the cube but stands off 1-5 cm short of touching it,
+               drifting about at that distance: the agent near the object, the object still) and poke
+               (strokes through the cube from random sides, head-on to grazing, at random speeds:
+               contact at every angle, where the experts push head-on along the goal line)
     PickPlace: misaligned (lines the fingers up 5-7 cm beside the cube), early_close (misjudges the
                grasp height and closes 5-7 cm too high), late_close (starts lifting before closing),
                early_release (opens the gripper while lifting, 4-10 cm up, dropping the cube), freeze
 On top of that every episode, competent or not, gets Gaussian action noise of std
 `NOISE * (1 - skill)` and hesitates (holds still for 2-5 steps) with per-step probability
-`HESITATE * (1 - skill)`. Skill 1 is noise-free and competent; skill 0 always has a failure mode.
+`HESITATE * (1 - skill)`. Skill 1 is noise-free and competent; skill 0 always has a failure mode. `failure_modes` picks which
+modes are drawn (default: the task's `FAILURE_MODES`; `EXTRA_MODES` are only drawn when named there).
 """
 
 from __future__ import annotations
@@ -47,15 +53,23 @@ class ScriptedExpert:
     AGENT_POS_DIM: ClassVar[int]
     ENV_STATE_DIM: ClassVar[int]
     ACTION_DIM: ClassVar[int]
-    FAILURE_MODES: ClassVar[tuple[str, ...]]
+    FAILURE_MODES: ClassVar[tuple[str, ...]]  # drawn by default
+    EXTRA_MODES: ClassVar[tuple[str, ...]] = ()  # drawn only when named in `failure_modes`
     MOTION_DIM: ClassVar[int]  # leading action entries that move the agent (noise goes there)
     MOTION_SCALE: ClassVar[float]  # metres the agent moves per unit of those entries (env's ACTION_SCALE)
     NOISE: ClassVar[float] = 0.5  # action noise std at skill 0 (actions live in [-1, 1])
     HESITATE: ClassVar[float] = 0.15  # per-step probability of starting a pause at skill 0
 
-    def __init__(self, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0) -> None:
+    def __init__(self, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0,
+                 failure_modes: Iterable[str] | None = None) -> None:
         if not isinstance(skill, int | float) or not 0.0 <= float(skill) <= 1.0:
             raise ValueError(f"skill must be a number in [0, 1], got {skill!r}")
+        known = self.FAILURE_MODES + self.EXTRA_MODES
+        modes = self.FAILURE_MODES if failure_modes is None else tuple(failure_modes)
+        if isinstance(failure_modes, str) or not modes or any(m not in known for m in modes):
+            raise ValueError(f"failure_modes must be a non-empty list drawn from {list(known)}, got {failure_modes!r}")
+        self.failure_modes = modes
+        """The failure modes an incompetent episode draws from, uniformly."""
         if not isinstance(bias, int | float) or not 0.0 <= float(bias) <= 1.0:
             raise ValueError(f"bias must be a number in [0, 1], got {bias!r}")
         self.bias = float(bias)
@@ -123,7 +137,7 @@ class ScriptedExpert:
     def _new_episode(self) -> dict[str, Any]:
         rng = np.random.default_rng(self._seeds.spawn(1)[0])
         competent = rng.random() < self.skill
-        mode = "competent" if competent else self.FAILURE_MODES[rng.integers(len(self.FAILURE_MODES))]
+        mode = "competent" if competent else self.failure_modes[rng.integers(len(self.failure_modes))]
         mem = {"mode": mode, "rng": rng, "t": 0, "pause": 0, "frozen_at": None}
         if mode == "freeze":
             mem["frozen_at"] = int(rng.integers(1, 10))
@@ -181,6 +195,7 @@ class PushCubeExpert(ScriptedExpert):
     MOTION_DIM = 2
     MOTION_SCALE = PC_SCALE
     FAILURE_MODES = ("wrong_side", "freeze", "early_stop")
+    EXTRA_MODES = ("hover", "poke")
     CONTACT = PC_CUBE_HALF + 0.02  # m, pusher centre to cube centre when touching a face
     PUSH_STEP = 0.02  # m per step while pushing
     CLEAR = 0.085  # m, sideways clearance when going round the cube
@@ -190,9 +205,64 @@ class PushCubeExpert(ScriptedExpert):
         mem["pushing"] = False
         # Where the expert believes the cube has arrived (a competent one: well inside the goal).
         mem["stop_dist"] = rng.uniform(0.09, 0.13) if mem["mode"] == "early_stop" else 0.4 * GOAL_RADIUS
+        if mem["mode"] == "hover":
+            mem["standoff"] = 0.0  # pusher centre to cube centre; drawn with the angle at the first step
+            mem["redraw"] = 0
+        mem["stroke"] = None  # poke: the stroke under way (drawn when the last one ends)
+
+    def _hover(self, pusher: np.ndarray, cube: np.ndarray, d: np.ndarray, mem: dict[str, Any]) -> np.ndarray:
+        """The hover mode's target: a stand-off point 1-5 cm short of touching the cube, within 1.2 rad of
+        the back of the push line, redrawn every 6-15 steps. The pusher goes there along an arc round the
+        cube (at most 0.4 rad a step), so it never cuts across the cube."""
+        rng = mem["rng"]
+        if mem["redraw"] <= 0:
+            mem["standoff"] = self.CONTACT + rng.uniform(0.01, 0.05)
+            mem["angle"] = rng.uniform(-1.2, 1.2)
+            mem["redraw"] = int(rng.integers(6, 16))
+        mem["redraw"] -= 1
+        rel = pusher - cube
+        back = np.arctan2(-d[1], -d[0])
+        now = np.arctan2(rel[1], rel[0]) - back
+        angle = back + now + np.clip(np.angle(np.exp(1j * (mem["angle"] - now))), -0.4, 0.4)
+        return cube + mem["standoff"] * np.array([np.cos(angle), np.sin(angle)])
+
+    POKE_START = 0.09  # m, stroke start: this far from the cube's centre (clear of it)
+
+    def _poke(self, pusher: np.ndarray, cube: np.ndarray, mem: dict[str, Any]) -> np.ndarray:
+        """The poke mode's action: strokes along a line fixed when drawn, from a side at a random angle,
+        offset sideways from the cube's centre by up to 4.5 cm (head-on to grazing), at a constant speed
+        of 0.3-1 of full, running 1-10 cm past first touch; the pusher goes round the cube to each start."""
+        rng, st = mem["rng"], mem["stroke"]
+        if st is None or st["steps"] > 40:
+            theta = rng.uniform(-np.pi, np.pi)
+            side = np.array([np.cos(theta), np.sin(theta)])  # from the cube towards the start
+            perp = np.array([-side[1], side[0]])
+            st = mem["stroke"] = {"side": side, "start": cube + self.POKE_START * side + rng.uniform(-0.045, 0.045) * perp,
+                                  "speed": rng.uniform(0.3, 1.0), "steps": 0, "go": False,
+                                  "length": self.POKE_START - self.CONTACT + rng.uniform(0.01, 0.10)}
+        st["steps"] += 1
+        if not st["go"]:
+            to_start = st["start"] - pusher
+            if float(np.linalg.norm(to_start)) < 0.012:
+                st["go"], st["origin"] = True, pusher.copy()
+            else:  # go round the cube at the start's distance, at most 0.6 rad a step
+                rel, aim = pusher - cube, st["start"] - cube
+                now, want = np.arctan2(rel[1], rel[0]), np.arctan2(aim[1], aim[0])
+                turn = np.angle(np.exp(1j * (want - now)))
+                if abs(turn) < 0.6:
+                    target = st["start"]
+                else:
+                    phi = now + np.sign(turn) * 0.6
+                    target = cube + max(float(np.linalg.norm(aim)), self.CLEAR) * np.array([np.cos(phi), np.sin(phi)])
+                return np.clip((target - pusher) / PC_SCALE, -1.0, 1.0)
+        if float((pusher - st["origin"]) @ -st["side"]) >= st["length"]:
+            mem["stroke"] = None  # done: the next step draws a new stroke
+        return -st["speed"] * st["side"]
 
     def _act(self, agent_pos: np.ndarray, env_state: np.ndarray, mem: dict[str, Any]) -> np.ndarray | None:
         pusher, cube, goal = agent_pos[:2], env_state[:2], env_state[4:6]
+        if mem["mode"] == "poke":
+            return self._poke(pusher, cube, mem)
         to_goal = goal - cube
         dist = float(np.linalg.norm(to_goal))
         if mem["done"] or dist < mem["stop_dist"]:
@@ -209,7 +279,9 @@ class PushCubeExpert(ScriptedExpert):
         if not mem["pushing"] and abs(lateral) < 0.012 and -0.08 < along < -0.035:
             mem["pushing"] = True  # lined up behind the cube
         angle_to_behind = float(np.angle(np.exp(1j * (np.arctan2(lateral, along) - np.pi))))  # (-pi, pi]
-        if mem["pushing"]:
+        if mem["mode"] == "hover" and abs(angle_to_behind) < 1.3:  # near its side of the cube: stand off
+            target = self._hover(pusher, cube, d, mem)
+        elif mem["pushing"]:
             target = cube - d * (self.CONTACT - self.PUSH_STEP)
         elif abs(angle_to_behind) < 0.5:  # roughly behind: go to the line-up point
             target = cube - d * (self.CONTACT + 0.02)
@@ -306,18 +378,20 @@ class PickPlaceExpert(ScriptedExpert):
 EXPERTS: dict[str, type[ScriptedExpert]] = {cls.ENV_ID: cls for cls in (PushCubeExpert, PickPlaceExpert)}
 
 
-def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0) -> ScriptedExpert:
+def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0,
+                failure_modes: Iterable[str] | None = None) -> ScriptedExpert:
     """The scripted expert of a built-in task (a CLI policy spec: `wmsuite.envs.experts:make_expert{...}`)."""
     if env_id.startswith("wmsuite/robosuite-"):
-        if horizon != 1 or bias:
-            raise ValueError("the robosuite experts act one step at a time (horizon 1), without bias")
+        if horizon != 1 or bias or failure_modes is not None:
+            raise ValueError("the robosuite experts act one step at a time (horizon 1), without bias, with "
+                             "their own failure modes")
         from wmsuite.envs.robosuite_experts import make_robosuite_expert
 
         return make_robosuite_expert(env_id, skill=skill, seed=seed)
     if env_id not in EXPERTS:
         raise ValueError(f"no scripted expert for {env_id!r}; experts exist for {', '.join(EXPERTS)} "
                          "and the robosuite Lift and Stack tasks")
-    return EXPERTS[env_id](skill=skill, seed=seed, horizon=horizon, bias=bias)
+    return EXPERTS[env_id](skill=skill, seed=seed, horizon=horizon, bias=bias, failure_modes=failure_modes)
 
 
 def run_expert(env_id: str, skill: float, episodes: int, seed: int = 0, **env_kwargs: Any) -> list[dict[str, Any]]:

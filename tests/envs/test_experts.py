@@ -131,3 +131,67 @@ def test_bias_adds_one_constant_offset_per_episode(env_id):
         np.isfinite(offsets).all(1)], atol=1e-5)
     with pytest.raises(ValueError, match="bias must be a number in"):
         make_expert(env_id, bias=1.5)
+
+
+def test_hover_mode_stays_near_the_cube_without_pushing_it():
+    """PushCube's extra failure mode, asked for by name: the pusher goes round to the cube and stays
+    1-5 cm short of touching it; measured on the real simulator (skill 1 inside the mode: no noise)."""
+    from wmsuite.envs.experts import PushCubeExpert
+
+    assert "hover" not in PushCubeExpert.FAILURE_MODES  # never drawn unless asked for
+    env = make_env("wmsuite/PushCube-v0", cameras=())
+    expert = PushCubeExpert(skill=0.0, seed=2, failure_modes=["hover"])
+    expert.NOISE, expert.HESITATE = 0.0, 0.0  # the mode's own motion, without skill-0 jitter
+    touching = PushCubeExpert.CONTACT + 0.002
+    for ep in range(6):
+        obs, _ = env.reset(seed=ep)
+        expert.reset()
+        cube0, dists, path = obs["environment_state"][:2].copy(), [], 0.0
+        for _ in range(80):
+            before = obs["agent_pos"].copy()
+            obs, _, terminated, truncated, info = env.step(expert.select_action(
+                {k: v[None] for k, v in obs.items() if k != "pixels"})[0])
+            path += float(np.linalg.norm(obs["agent_pos"] - before))
+            dists.append(float(np.linalg.norm(obs["agent_pos"] - obs["environment_state"][:2])))
+            assert not terminated
+        assert expert.modes() == ["hover"]
+        late = np.array(dists[30:])  # after going round to the cube
+        assert late.min() > touching and np.median(late) < PushCubeExpert.CONTACT + 0.06, (ep, late.min())
+        assert np.linalg.norm(obs["environment_state"][:2] - cube0) < 0.005  # the cube never moved
+        assert path > 0.3  # it keeps moving about the cube rather than freezing
+        assert not info["is_success"]
+    env.close()
+    with pytest.raises(ValueError, match="failure_modes must be a non-empty list drawn from"):
+        make_expert("wmsuite/PushCube-v0", failure_modes=["nope"])
+    with pytest.raises(ValueError, match="failure_modes must be"):
+        make_expert("wmsuite/PushCube-v0", failure_modes="hover")
+    default = make_expert("wmsuite/PushCube-v0", skill=0.0, seed=0)
+    assert default.failure_modes == PushCubeExpert.FAILURE_MODES
+
+
+def test_poke_mode_pushes_the_cube_from_many_sides():
+    """PushCube's other extra mode: strokes through the cube from random sides, so within one episode
+    the real cube is pushed in several directions (a competent expert pushes it one way, to the goal)."""
+    from wmsuite.envs.experts import PushCubeExpert
+
+    assert "poke" not in PushCubeExpert.FAILURE_MODES
+    env = make_env("wmsuite/PushCube-v0", cameras=())
+    expert = PushCubeExpert(skill=0.0, seed=5, failure_modes=["poke"])
+    expert.NOISE, expert.HESITATE = 0.0, 0.0
+    for ep in range(3):
+        obs, _ = env.reset(seed=ep)
+        expert.reset()
+        quadrants, moving = set(), 0
+        for _ in range(80):
+            before = obs["environment_state"][:2].copy()
+            obs, _, terminated, truncated, _ = env.step(expert.select_action(
+                {k: v[None] for k, v in obs.items() if k != "pixels"})[0])
+            move = obs["environment_state"][:2] - before
+            if np.linalg.norm(move) > 0.002:
+                moving += 1
+                quadrants.add(int((np.arctan2(move[1], move[0]) + np.pi) // (np.pi / 2)) % 4)
+            if terminated or truncated:
+                break
+        assert expert.modes() == ["poke"]
+        assert moving >= 10 and len(quadrants) >= 3, (ep, moving, quadrants)
+    env.close()
