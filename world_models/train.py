@@ -44,6 +44,10 @@ class TrainSettings:
     """Windows (or frames, for the codec) per step."""
     lr: float = 3e-4
     """AdamW learning rate (cosine decay to 10% after a 50-step warm-up)."""
+    schedule_from: int = 0
+    """Step at which the learning-rate schedule (warm-up, then cosine to 10% at `steps`) begins. 0: one
+    schedule over the whole run; a resumed run that sets its start step here restarts it (a warm
+    restart), so a fine-tune ends annealed as the first run did."""
     max_minutes: float = 0.0
     """Wall-clock budget; 0 for none. The run saves and stops when it is spent."""
     save_every: int = 200
@@ -67,6 +71,8 @@ class TrainSettings:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0 or self.max_minutes < 0:
             raise ValueError(f"lr must be > 0 and max_minutes >= 0, got {self.lr}, {self.max_minutes}")
+        if not 0 <= self.schedule_from < self.steps:
+            raise ValueError(f"schedule_from must be in [0, steps={self.steps}), got {self.schedule_from}")
         if not 0.0 <= self.moving_fraction <= 1.0:
             raise ValueError(f"moving_fraction is a share of the batch in [0, 1], got {self.moving_fraction}")
 
@@ -84,7 +90,10 @@ def episode_frames(episodes: Sequence[Episode], camera: str) -> list[torch.Tenso
     return out
 
 
-def _lr_at(step: int, total: int, lr: float) -> float:
+def lr_at(step: int, total: int, lr: float, begin: int = 0) -> float:
+    """The learning rate at `step` of a schedule that begins at step `begin` and ends at `total`: a
+    50-step linear warm-up, then a cosine from `lr` down to 10% of it."""
+    step, total = step - begin, total - begin
     if step < 50:
         return lr * (step + 1) / 50
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / max(total, 1)))))
@@ -109,7 +118,7 @@ def train_codec(frames: torch.Tensor, cfg: CodecConfig, st: TrainSettings, out_d
     step = 0
     for step in bar:
         for group in opt.param_groups:
-            group["lr"] = _lr_at(step, st.steps, st.lr)
+            group["lr"] = lr_at(step, st.steps, st.lr, st.schedule_from)
         idx = torch.randint(len(frames), (st.batch_size,), generator=gen)
         batch = frames[idx].to(st.device)
         # Random flips are not used: the camera is fixed and the scene has a handedness.
@@ -252,7 +261,7 @@ def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: Tra
     bar = tqdm(range(start_step, st.steps), desc="dynamics", unit="step", initial=start_step, total=st.steps)
     for step in bar:
         for group in opt.param_groups:
-            group["lr"] = _lr_at(step, st.steps, st.lr)
+            group["lr"] = lr_at(step, st.steps, st.lr, st.schedule_from)
         idx = sample_windows(data, st.batch_size, st.moving_fraction, gen)
         chunks = 0  # self forcing: each batch rolls 1 to self_forcing_chunks chunks before its windows
         if model.cfg.self_forcing > 0:
@@ -441,7 +450,7 @@ def train_heads(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainS
     bar = tqdm(range(st.steps), desc="heads", unit="step")
     for step in bar:
         for group in opt.param_groups:
-            group["lr"] = _lr_at(step, st.steps, st.lr)
+            group["lr"] = lr_at(step, st.steps, st.lr, st.schedule_from)
         idx = torch.randint(len(latents), (st.batch_size - n_gen,), generator=gen).to(st.device)
         z = latents[idx]
         z = z + torch.rand(len(z), 1, 1, 1, device=st.device) * latent_noise * torch.randn_like(z)

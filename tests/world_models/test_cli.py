@@ -67,9 +67,12 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
     assert swapped.cfg.heads == "conv" and isinstance(swapped.heads.net[0], torch.nn.Conv2d)
     # ... and the old heads' optimizer moments are dropped, so --resume starts a fresh optimizer
     assert not (run / "latest" / "optimizer").exists()
+    # (here with a warm restart of the learning-rate schedule: its warm-up begins again at step 5)
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "6", "--resume",
-                 "--batch-size", "4"]) == 0
+                 "--batch-size", "4", "--restart-schedule", "--lr", "1e-3", "--log-every", "1"]) == 0
     assert json.loads((run / "latest" / "config.json").read_text())["step"] == 6
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 5 and last["lr"] == pytest.approx(1e-3 / 50)
 
     out = tmp_path / "eval"
     assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out),

@@ -18,6 +18,7 @@ from wmsuite.world_models.train import (
     detector_labels,
     encode_episodes,
     episode_frames,
+    lr_at,
     sample_windows,
     save_model,
 )
@@ -362,3 +363,17 @@ def test_moving_windows_are_those_whose_object_moves_and_sampling_draws_the_aske
         sample_windows(_windows(model, still), 8, 0.25, gen)
     with pytest.raises(ValueError, match="moving_fraction"):
         TrainSettings(moving_fraction=1.5)
+
+
+def test_lr_schedule_warms_up_then_decays_to_a_tenth_and_restarts_where_asked():
+    """The cosine schedule's analytic values, from step 0 and as a warm restart from step 1,000."""
+    for begin in (0, 1000):
+        total = begin + 200
+        assert lr_at(begin, total, 1.0, begin) == pytest.approx(1 / 50)  # warm-up
+        assert lr_at(begin + 49, total, 1.0, begin) == pytest.approx(1.0)
+        assert lr_at(begin + 100, total, 1.0, begin) == pytest.approx(0.55)  # half-way: cos = 0
+        assert lr_at(total, total, 1.0, begin) == pytest.approx(0.1)
+    # without a restart, the resumed steps go on along the first schedule
+    assert lr_at(1100, 1200, 1.0) == pytest.approx(0.1 + 0.45 * (1 + np.cos(np.pi * 1100 / 1200)))
+    with pytest.raises(ValueError, match="schedule_from must be in"):
+        TrainSettings(steps=10, schedule_from=10)

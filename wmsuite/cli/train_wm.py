@@ -140,6 +140,9 @@ class TrainWMConfig:
     """Steps between metric rows."""
     resume: bool = False
     """Continue the dynamics stage from out/latest (model + optimizer + step)."""
+    restart_schedule: bool = False
+    """With --resume: begin a fresh learning-rate schedule at the resumed step (50-step warm-up, then a
+    cosine from --lr down to a tenth of it at --steps) instead of going on along the first run's."""
     resume_prediction: Literal["", "edm", "sample"] = ""
     """With --resume: switch the checkpoint's denoiser output to this parameterisation and go on
     training (the shipped model: 9,000 steps 'edm', then 6,000 'sample'); empty keeps it."""
@@ -263,7 +266,8 @@ def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
         model.cfg = replace(model.cfg, prediction=cfg.resume_prediction)
     model.cfg = replace(model.cfg, self_forcing=cfg.self_forcing, self_forcing_chunks=cfg.self_forcing_chunks)
     print(f"resuming from {latest} at step {step} (self forcing {cfg.self_forcing})")
-    last = train_dynamics(model, episodes, _settings(cfg), cfg.out, log=log.log, start_step=step,
+    settings = replace(_settings(cfg), schedule_from=step if cfg.restart_schedule else 0)
+    last = train_dynamics(model, episodes, settings, cfg.out, log=log.log, start_step=step,
                           optimizer_state=opt_state)
     print(f"trained to step {last} -> {latest}")
     return 0
