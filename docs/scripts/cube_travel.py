@@ -7,7 +7,8 @@ queried every world-model chunk) and prints, per episode, the outcome in each an
 the cube and of the pusher: the real ones from the simulator's state every chunk, the imagined cube
 from the task's red-blob detector on every generated frame that ends a chunk, the imagined pusher from
 the agent_pos head. The figures in docs/world_models.md ("Why the offset policy is imagined to
-succeed") come from this script with its defaults.
+succeed") come from this script with its defaults; it runs torch on one thread, as they were
+measured (another thread count may change the sampled frames in the last digits).
 """
 
 from __future__ import annotations
