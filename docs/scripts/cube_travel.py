@@ -18,16 +18,12 @@ import argparse
 import numpy as np
 import torch
 
-from wmsuite.cli.common import resolve_policy
-from wmsuite.envs import make_env
+from wmsuite.cli.eval import EvalConfig, make_env_factory, make_policy_factory, wm_chunk
 from wmsuite.envs.push_cube import detect_cube_xy
-from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
-from wmsuite.world_models import load_world_model
-from wmsuite.world_models.env import GymResetContext, WorldModelEnv
+from wmsuite.rollout import RolloutConfig, rollout
 
 OFFSET_POLICY = ('wmsuite.policies.wrappers:ActionOffset{"inner": "assets:policies/flow-state-noisy-s4000", '
                  '"offset": [0.5, 0.0]}')
-ENV_ID = "wmsuite/PushCube-v0"
 
 
 def path_length(xy: np.ndarray) -> float:
@@ -43,23 +39,23 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16, help="episodes, from seeds 0..N-1")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model = load_world_model(args.wm)
-    chunk = model.cfg.chunk
-    envs = {"real": make_vector_env(ENV_ID, args.episodes, asynchronous=False),
-            "wm": WorldModelEnv(model, GymResetContext(lambda: make_env(ENV_ID)), num_envs=args.episodes,
-                                horizon=gym_horizon(chunk))}
+    # the environments and the policy exactly as `wmsuite eval` builds them, one batch of N episodes
+    cfg = EvalConfig(wm=args.wm, num_envs=args.episodes, episodes=args.episodes)
+    chunk = wm_chunk(cfg)
+    make_env, make_policy = make_env_factory(cfg), make_policy_factory(cfg, chunk)
     episodes = {}
-    for sim, env in envs.items():
+    for sim in ("real", "wm"):
+        env = make_env(sim)
         torch.manual_seed(0)
         np.random.seed(0)  # noqa: NPY002  (policies may draw from the legacy global RNG)
-        policy = resolve_policy(args.policy, env_id=ENV_ID, seed=0, horizon=chunk)
-        cfg = RolloutConfig(episodes=args.episodes, seed=0, progress=False, act_every=chunk)
-        episodes[sim] = sorted(rollout(policy, env, cfg), key=lambda e: e.meta["episode_index"])
+        run = RolloutConfig(episodes=args.episodes, seed=0, progress=False, act_every=chunk)
+        episodes[sim] = sorted(rollout(make_policy(args.policy, 0), env, run), key=lambda e: e.meta["episode_index"])
         env.close()
     rows = []
     for real, imagined in zip(episodes["real"], episodes["wm"]):
+        camera = sorted(imagined.obs)[0]
         row = (real.success, imagined.success, path_length(real.env_state[::chunk, :2]),
-               path_length(detect_cube_xy(imagined.obs[model.cfg.camera][::chunk])),
+               path_length(detect_cube_xy(imagined.obs[camera][::chunk])),
                path_length(real.state[::chunk]), path_length(imagined.state[::chunk]))
         rows.append(row)
         print(f"episode {real.meta['episode_index']:2d}  success real {int(row[0])} imagined {int(row[1])}  "
@@ -67,13 +63,6 @@ def main() -> None:
     mean = np.mean(np.asarray(rows, float), axis=0)
     print(f"mean over {len(rows)} episodes: success real {mean[0]:.2f} imagined {mean[1]:.2f}; cube path real "
           f"{mean[2]:.3f} m imagined {mean[3]:.3f} m; pusher path real {mean[4]:.3f} m imagined {mean[5]:.3f} m")
-
-
-def gym_horizon(chunk: int) -> int:
-    """World-model steps of an episode of the registered env's length."""
-    import gymnasium as gym
-
-    return -(-gym.spec(ENV_ID).max_episode_steps // chunk)
 
 
 if __name__ == "__main__":
