@@ -32,6 +32,7 @@ import mujoco
 import numpy as np
 
 from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away
+from wmsuite.types import Episode
 
 GOAL_RADIUS = 0.05  # m, the radius of the goal disk in push_cube.xml
 CUBE_HALF = 0.025  # m, half the cube's side
@@ -84,7 +85,7 @@ class PushCubeEnv(MujocoTaskEnv):
     def _randomize(self, rng: np.random.Generator) -> None:
         cube = rng.uniform(-0.15, 0.15, size=2)
         yaw = rng.uniform(-np.pi, np.pi)
-        goal = sample_away(rng, 0.2, cube, 0.12)
+        goal = random_goal(rng, cube)
         pusher = sample_away(rng, 0.22, cube, 0.08)
         qpos = self.data.qpos
         qpos[self._pusher : self._pusher + 2] = pusher
@@ -105,6 +106,50 @@ class PushCubeEnv(MujocoTaskEnv):
         yaw = _yaw(quat)
         goal = self.data.mocap_pos[self._goal, :2]
         return np.array([x, y, np.cos(4 * yaw), np.sin(4 * yaw), *goal])
+
+
+def relabel_goal(env: PushCubeEnv, episode: Episode, goal: np.ndarray) -> Episode:
+    """The same recorded motion with the goal disk moved to `goal` (2,): every frame re-rendered from
+    the episode's simulator states, environment_state, rewards and outcome recomputed.
+
+    The goal is visual only, so the physics is the episode's own; what changes is where the goal is
+    drawn relative to the pushes. The experts always push towards the goal, so a world model trained
+    on their episodes can read the push direction off the goal's position instead of the contact;
+    relabelled copies break that correlation. As the env would, the new episode ends at the first
+    frame whose cube lies in the new goal (success, terminated); otherwise it keeps every step and is
+    marked truncated, since its end is not an outcome of the new goal. With the episode's own goal the
+    frames come back bit for bit (tests/envs/test_relabel.py).
+    """
+    if episode.sim_states.shape[1] == 0:
+        raise ValueError("relabel_goal needs the episode's simulator states (sim_states); record it with "
+                         "`wmsuite collect`, which stores them")
+    goal = np.asarray(goal, np.float64).reshape(2)
+    env_state = episode.env_state.copy()  # (T+1, 6)
+    env_state[:, 4:6] = goal
+    reached = is_success_from_env_state(env_state)  # (T+1,)
+    end = int(np.argmax(reached[1:])) + 1 if reached[1:].any() else episode.length
+    success = bool(reached[end])
+    frames = {cam: np.empty((end + 1, *f.shape[1:]), np.uint8) for cam, f in episode.obs.items()}
+    sim_states = np.empty((end + 1, episode.sim_states.shape[1]), np.float64)
+    for t in range(end + 1):
+        env.set_sim_state(episode.sim_states[t])
+        env.data.mocap_pos[env._goal] = [*goal, 0.0]
+        mujoco.mj_forward(env.model, env.data)
+        sim_states[t] = env.get_sim_state()
+        for cam, f in frames.items():
+            f[t] = env.render_camera(cam, f.shape[1])
+    return Episode(
+        obs=frames, state=episode.state[: end + 1], actions=episode.actions[:end],
+        rewards=reached[1 : end + 1].astype(np.float32), success=success, terminated=success,
+        truncated=not success, env_state=env_state[: end + 1], intervention=episode.intervention[:end],
+        sim_states=sim_states, task=episode.task,
+        meta={**episode.meta, "relabelled_goal": [float(goal[0]), float(goal[1])]},
+    )
+
+
+def random_goal(rng: np.random.Generator, cube_xy: np.ndarray) -> np.ndarray:
+    """A goal drawn as `PushCubeEnv.reset` draws one: uniform in [-0.2, 0.2]^2, 12 cm or more from the cube."""
+    return sample_away(rng, 0.2, np.asarray(cube_xy), 0.12)
 
 
 def _yaw(quat: np.ndarray) -> float:
