@@ -19,6 +19,10 @@ and, teacher-forced (real context, one generated chunk), on the windows where th
                                detector), and the end-position error, on windows where the real cube
                                moves more than 1 cm; the same error on windows where it stays put.
                                A model that never learned contact scores generated displacement ~0.
+                               Split by how squarely the pusher meets the cube: the median ratio of
+                               cube to pusher displacement, real and generated, on head-on windows
+                               (cube centre < 1 cm off the pusher's line of motion) and glancing ones
+                               (>= 3 cm off), where a real cube moves about half as far as the pusher.
 
 and per episode / frame:
 
@@ -178,17 +182,22 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
 @torch.no_grad()
 def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
                      detect_cube_xy: Callable[[np.ndarray], np.ndarray], min_move: float = 0.01,
-                     batch_size: int = 128, seed: int = 0, steps: int | None = None) -> dict[str, float | int]:
+                     batch_size: int = 128, seed: int = 0, steps: int | None = None,
+                     head_on: float = 0.01, glancing: float = 0.03) -> dict[str, float | int | None]:
     """Teacher-forced contact check: from K real context frames, generate one chunk with the true actions
     and compare the cube's displacement over it (detected in the real and in the generated last frame,
     from the real cube position at the window start) on windows every H steps of every episode.
 
     Returns moving_windows / still_windows (real displacement > `min_move` m / < 1 mm), real_displacement
     and generated_displacement (means over moving windows, m), moving_end_error and still_end_error
-    (mean |generated - real| cube position at the chunk's end, m; undetected cubes left out).
+    (mean |generated - real| cube position at the chunk's end, m; undetected cubes left out), and for
+    the moving windows whose cube centre starts less than `head_on` / at least `glancing` metres off
+    the line the pusher (`state[:, :2]`, PushCube's agent_pos) moves along over the chunk: headon_windows,
+    glancing_windows and the median cube-to-pusher displacement ratio, real and generated
+    (headon_ratio_real, headon_ratio_generated, glancing_ratio_real, glancing_ratio_generated).
     """
     cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
-    ctx, act, start_xy, end_xy = [], [], [], []
+    ctx, act, start_xy, end_xy, pusher_from, pusher_to = [], [], [], [], [], []
     for ep in episodes:
         z = model.codec.encode(torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2))  # (T+1, C, s, s), once
         for t in range(0, ep.length - h + 1, h):
@@ -196,8 +205,14 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
             act.append(torch.from_numpy(ep.actions[t : t + h]))
             start_xy.append(ep.env_state[t, :2])
             end_xy.append(ep.env_state[t + h, :2])
+            pusher_from.append(ep.state[t, :2])
+            pusher_to.append(ep.state[t + h, :2])
     start, end = np.asarray(start_xy), np.asarray(end_xy)  # (W, 2)
-    real_move = np.linalg.norm(end - start, axis=1)
+    p0, p1 = np.asarray(pusher_from), np.asarray(pusher_to)  # (W, 2)
+    real_move, push = np.linalg.norm(end - start, axis=1), np.linalg.norm(p1 - p0, axis=1)
+    along = (p1 - p0) / np.maximum(push, 1e-9)[:, None]  # unit direction of the pusher's motion
+    rel = start - p0
+    lateral = np.abs(along[:, 0] * rel[:, 1] - along[:, 1] * rel[:, 0])  # (W,) cube centre's distance from that line
     gen = torch.Generator().manual_seed(seed)
     detected = []
     for i in range(0, len(ctx), batch_size):
@@ -209,13 +224,19 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     err = np.linalg.norm(det - end, axis=1)
     gen_move = np.linalg.norm(det - start, axis=1)
 
-    def mean(values: np.ndarray) -> float | None:
+    def mean(values: np.ndarray, reduce: Callable[[np.ndarray], Any] = np.mean) -> float | None:
         values = values[np.isfinite(values)]
-        return float(values.mean()) if len(values) else None
+        return float(reduce(values)) if len(values) else None
 
-    return {"moving_windows": int(moving.sum()), "still_windows": int(still.sum()),
-            "real_displacement": mean(real_move[moving]), "generated_displacement": mean(gen_move[moving]),
-            "moving_end_error": mean(err[moving]), "still_end_error": mean(err[still])}
+    out: dict[str, float | int | None] = {
+        "moving_windows": int(moving.sum()), "still_windows": int(still.sum()),
+        "real_displacement": mean(real_move[moving]), "generated_displacement": mean(gen_move[moving]),
+        "moving_end_error": mean(err[moving]), "still_end_error": mean(err[still])}
+    for name, subset in (("headon", moving & (lateral < head_on)), ("glancing", moving & (lateral >= glancing))):
+        out[f"{name}_windows"] = int(subset.sum())
+        out[f"{name}_ratio_real"] = mean(real_move[subset] / push[subset], np.median)
+        out[f"{name}_ratio_generated"] = mean(gen_move[subset] / push[subset], np.median)
+    return out
 
 
 @torch.no_grad()

@@ -66,3 +66,17 @@ def test_contact_check_separates_an_oracle_from_a_model_that_never_moves_the_cub
     assert frozen["generated_displacement"] < 0.01
     assert frozen["moving_end_error"] == pytest.approx(frozen["real_displacement"], abs=0.01)
     assert np.isfinite(frozen["still_end_error"]) and frozen["still_end_error"] < 0.01
+
+
+def test_contact_ratios_follow_the_generated_cube(pushed_episodes):
+    """Head-on windows: the oracle's cube-to-pusher ratio is the real one, the frozen model's is ~0."""
+    from wmsuite.envs.push_cube import detect_cube_xy
+
+    oracle = contact_fidelity(_TableModel(pushed_episodes, oracle=True), pushed_episodes, detect_cube_xy)
+    frozen = contact_fidelity(_TableModel(pushed_episodes, oracle=False), pushed_episodes, detect_cube_xy)
+    assert oracle["headon_windows"] >= 3 and oracle["headon_windows"] == frozen["headon_windows"]
+    assert oracle["headon_ratio_real"] > 0.5  # a square push carries the cube with the pusher
+    assert oracle["headon_ratio_generated"] == pytest.approx(oracle["headon_ratio_real"], abs=0.15)
+    assert frozen["headon_ratio_generated"] < 0.2
+    n = oracle["headon_windows"] + oracle["glancing_windows"]
+    assert n <= oracle["moving_windows"]

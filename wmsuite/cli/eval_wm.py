@@ -7,7 +7,8 @@ horizon in actions): psnr, ssim, object_error (metres, by the env's colour-blob 
 object_error_median, object_detect_rate, state_error, success_agreement (success head on the last
 generated frame vs the real outcome), success_agreement_detector, success_agreement_state,
 success_head_accuracy, success_head_balanced_accuracy, idm_error_real, idm_error_generated,
-reconstruction_psnr, contact (teacher-forced: does the generated cube move when the real one does?). See wmsuite/eval_harness/fidelity.py for the definitions.
+reconstruction_psnr, contact (teacher-forced: does the generated cube move when the real one does, and as
+far, head-on and in glancing contact?). See wmsuite/eval_harness/fidelity.py for the definitions.
 """
 
 from __future__ import annotations
@@ -109,7 +110,14 @@ def _print(m: dict) -> None:
     print(f"contact (teacher-forced, {c['moving_windows']} windows where the real cube moves > 1 cm): real "
           f"displacement {_m(c['real_displacement'])}, generated {_m(c['generated_displacement'])}, end error "
           f"{_m(c['moving_end_error'])}; {c['still_windows']} still windows: end error {_m(c['still_end_error'])}")
+    print(f"cube/pusher displacement, median real vs generated: head-on ({c['headon_windows']} windows) "
+          f"{_r(c['headon_ratio_real'])} vs {_r(c['headon_ratio_generated'])}, glancing ({c['glancing_windows']} "
+          f"windows) {_r(c['glancing_ratio_real'])} vs {_r(c['glancing_ratio_generated'])}")
 
 
 def _m(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f} m"
+
+
+def _r(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
