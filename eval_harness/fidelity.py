@@ -210,9 +210,7 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     start, end = np.asarray(start_xy), np.asarray(end_xy)  # (W, 2)
     p0, p1 = np.asarray(pusher_from), np.asarray(pusher_to)  # (W, 2)
     real_move, push = np.linalg.norm(end - start, axis=1), np.linalg.norm(p1 - p0, axis=1)
-    along = (p1 - p0) / np.maximum(push, 1e-9)[:, None]  # unit direction of the pusher's motion
-    rel = start - p0
-    lateral = np.abs(along[:, 0] * rel[:, 1] - along[:, 1] * rel[:, 0])  # (W,) cube centre's distance from that line
+    lateral = lateral_offset(start, p0, p1)
     gen = torch.Generator().manual_seed(seed)
     detected = []
     for i in range(0, len(ctx), batch_size):
@@ -237,6 +235,15 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         out[f"{name}_ratio_real"] = mean(real_move[subset] / push[subset], np.median)
         out[f"{name}_ratio_generated"] = mean(gen_move[subset] / push[subset], np.median)
     return out
+
+
+def lateral_offset(cube: np.ndarray, pusher_from: np.ndarray, pusher_to: np.ndarray) -> np.ndarray:
+    """(W, 2) cube centres and pusher positions before / after a chunk -> (W,) distance in metres of the
+    cube centre from the line the pusher moves along: ~0 for a square push, >= 3 cm for a glancing one."""
+    move = pusher_to - pusher_from
+    along = move / np.maximum(np.linalg.norm(move, axis=1), 1e-9)[:, None]  # unit direction of the motion
+    rel = cube - pusher_from
+    return np.abs(along[:, 0] * rel[:, 1] - along[:, 1] * rel[:, 0])
 
 
 @torch.no_grad()
