@@ -191,8 +191,8 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     Returns moving_windows / still_windows (real displacement > `min_move` m / < 1 mm), real_displacement
     and generated_displacement (means over moving windows, m), moving_end_error and still_end_error
     (mean |generated - real| cube position at the chunk's end, m; undetected cubes left out), and for
-    the moving windows whose cube centre starts less than `head_on` / at least `glancing` metres off
-    the line the pusher (`state[:, :2]`, PushCube's agent_pos) moves along over the chunk: headon_windows,
+    the moving windows where the pusher (`state[:, :2]`, PushCube's agent_pos) moves more than 5 mm and
+    the cube centre starts less than `head_on` / at least `glancing` metres off its line: headon_windows,
     glancing_windows and the median cube-to-pusher displacement ratio, real and generated
     (headon_ratio_real, headon_ratio_generated, glancing_ratio_real, glancing_ratio_generated).
     """
@@ -230,7 +230,8 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         "moving_windows": int(moving.sum()), "still_windows": int(still.sum()),
         "real_displacement": mean(real_move[moving]), "generated_displacement": mean(gen_move[moving]),
         "moving_end_error": mean(err[moving]), "still_end_error": mean(err[still])}
-    for name, subset in (("headon", moving & (lateral < head_on)), ("glancing", moving & (lateral >= glancing))):
+    pushed = moving & (push > 0.005)  # the pusher moved: its line of motion and the ratio are defined
+    for name, subset in (("headon", pushed & (lateral < head_on)), ("glancing", pushed & (lateral >= glancing))):
         out[f"{name}_windows"] = int(subset.sum())
         out[f"{name}_ratio_real"] = mean(real_move[subset] / push[subset], np.median)
         out[f"{name}_ratio_generated"] = mean(gen_move[subset] / push[subset], np.median)
