@@ -91,6 +91,10 @@ class PushCubeEnv(MujocoTaskEnv):
         qpos[self._pusher : self._pusher + 2] = pusher
         qpos[self._cube : self._cube + 7] = [*cube, CUBE_HALF, np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
         self.data.ctrl[:] = pusher  # servos hold the pusher where it starts
+        self.set_goal(goal)
+
+    def set_goal(self, goal: np.ndarray) -> None:
+        """Place the goal disk's centre at `goal` (x, y); takes effect at the next forward pass or step."""
         self.data.mocap_pos[self._goal] = [*goal, 0.0]
 
     def _apply_action(self, action: np.ndarray) -> None:
@@ -133,7 +137,7 @@ def relabel_goal(env: PushCubeEnv, episode: Episode, goal: np.ndarray) -> Episod
     sim_states = np.empty((end + 1, episode.sim_states.shape[1]), np.float64)
     for t in range(end + 1):
         env.set_sim_state(episode.sim_states[t])
-        env.data.mocap_pos[env._goal] = [*goal, 0.0]
+        env.set_goal(goal)
         mujoco.mj_forward(env.model, env.data)
         sim_states[t] = env.get_sim_state()
         for cam, f in frames.items():

@@ -222,19 +222,19 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     err = np.linalg.norm(det - end, axis=1)
     gen_move = np.linalg.norm(det - start, axis=1)
 
-    def mean(values: np.ndarray, reduce: Callable[[np.ndarray], Any] = np.mean) -> float | None:
+    def finite(values: np.ndarray, reduce: Callable[[np.ndarray], Any] = np.mean) -> float | None:
         values = values[np.isfinite(values)]
         return float(reduce(values)) if len(values) else None
 
     out: dict[str, float | int | None] = {
         "moving_windows": int(moving.sum()), "still_windows": int(still.sum()),
-        "real_displacement": mean(real_move[moving]), "generated_displacement": mean(gen_move[moving]),
-        "moving_end_error": mean(err[moving]), "still_end_error": mean(err[still])}
+        "real_displacement": finite(real_move[moving]), "generated_displacement": finite(gen_move[moving]),
+        "moving_end_error": finite(err[moving]), "still_end_error": finite(err[still])}
     pushed = moving & (push > 0.005)  # the pusher moved: its line of motion and the ratio are defined
     for name, subset in (("headon", pushed & (lateral < head_on)), ("glancing", pushed & (lateral >= glancing))):
         out[f"{name}_windows"] = int(subset.sum())
-        out[f"{name}_ratio_real"] = mean(real_move[subset] / push[subset], np.median)
-        out[f"{name}_ratio_generated"] = mean(gen_move[subset] / push[subset], np.median)
+        out[f"{name}_ratio_real"] = finite(real_move[subset] / push[subset], np.median)
+        out[f"{name}_ratio_generated"] = finite(gen_move[subset] / push[subset], np.median)
     return out
 
 

@@ -11,10 +11,8 @@ The output is written in one atomic step and an existing file is never replaced.
 
 from __future__ import annotations
 
-import argparse
-import os
-
 import numpy as np
+from _episode_files import parse_args
 
 from wmsuite.data import load_episodes
 from wmsuite.data.hdf5 import write_episodes
@@ -41,15 +39,7 @@ def glancing_slices(ep: Episode, chunk: int = 4, before: int = 4, after: int = 8
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="PushCube episodes recorded by `wmsuite collect`")
-    parser.add_argument("--out", required=True, help="new HDF5 file (must not exist)")
-    parser.add_argument("--copies", type=int, default=2, help="copies of every glancing slice")
-    args = parser.parse_args()
-    if args.copies < 1:
-        parser.error(f"--copies must be >= 1, got {args.copies}")
-    if os.path.exists(args.out):
-        parser.error(f"--out {args.out} exists; choose another path or delete it")
+    args = parse_args(__doc__, "copies of every glancing slice", 2)
     episodes = load_episodes(args.data)
     slices = [s for ep in episodes for s in glancing_slices(ep)]
     write_episodes(args.out, list(episodes) + slices * args.copies)

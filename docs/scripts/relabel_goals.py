@@ -13,12 +13,12 @@ written in one atomic step and an existing file is never replaced.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np  # noqa: E402
+from _episode_files import parse_args  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from wmsuite.data import load_episodes  # noqa: E402
@@ -27,17 +27,9 @@ from wmsuite.envs.push_cube import PushCubeEnv, random_goal, relabel_goal  # noq
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="PushCube episodes recorded by `wmsuite collect`")
-    parser.add_argument("--out", required=True, help="new HDF5 file (must not exist)")
-    parser.add_argument("--copies", type=int, default=1, help="relabelled copies of every episode")
-    parser.add_argument("--keep-original", action="store_true", help="write the original episodes first")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the goal draws")
-    args = parser.parse_args()
-    if args.copies < 1:
-        parser.error(f"--copies must be >= 1, got {args.copies}")
-    if os.path.exists(args.out):
-        parser.error(f"--out {args.out} exists; choose another path or delete it")
+    args = parse_args(__doc__, "relabelled copies of every episode", 1, [
+        ("--keep-original", {"action": "store_true", "help": "write the original episodes first"}),
+        ("--seed", {"type": int, "default": 0, "help": "seed of the goal draws"})])
     episodes = load_episodes(args.data)
     env, rng = PushCubeEnv(), np.random.default_rng(args.seed)
     out = list(episodes) if args.keep_original else []

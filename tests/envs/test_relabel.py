@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+from wmsuite.envs import make_env
 from wmsuite.envs.experts import make_expert
 from wmsuite.envs.push_cube import PushCubeEnv, detect_cube_xy, random_goal, relabel_goal
+from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.types import Episode
-
-
-def record(env: PushCubeEnv, seed: int, skill: float = 1.0) -> Episode:
-    """One expert episode with everything `wmsuite collect` stores, simulator states included."""
-    expert = make_expert("wmsuite/PushCube-v0", skill=skill, seed=seed)
-    obs, info = env.reset(seed=seed)
-    frames, state, env_state, sims, actions, rewards = [obs["pixels"]["top"]], [obs["agent_pos"]], \
-        [obs["environment_state"]], [env.get_sim_state()], [], []
-    done = terminated = False
-    while not done:
-        action = expert.select_action({k: v[None] for k, v in obs.items() if k != "pixels"})[0]
-        obs, reward, terminated, truncated, info = env.step(action)
-        frames.append(obs["pixels"]["top"]), state.append(obs["agent_pos"]), sims.append(env.get_sim_state())
-        env_state.append(obs["environment_state"]), actions.append(action), rewards.append(reward)
-        done = terminated or truncated
-    return Episode(obs={"top": np.stack(frames)}, state=np.stack(state), actions=np.stack(actions),
-                   rewards=np.asarray(rewards), success=info["is_success"], terminated=terminated,
-                   truncated=not terminated, env_state=np.stack(env_state), sim_states=np.stack(sims))
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +21,13 @@ def env():
 
 
 @pytest.fixture(scope="module")
-def episode(env) -> Episode:
-    ep = record(env, seed=3)
+def episode() -> Episode:
+    """One expert episode recorded by the rollout engine, as `wmsuite collect` records it (sim states included)."""
+    vec = gym.vector.SyncVectorEnv([lambda: make_env("wmsuite/PushCube-v0")],
+                                   autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    (ep,) = rollout(make_expert("wmsuite/PushCube-v0", skill=1.0, seed=3), vec,
+                    RolloutConfig(episodes=1, seed=3, progress=False))
+    vec.close()
     assert ep.success and ep.length > 4  # a pushed cube that reaches its goal
     return ep
 
