@@ -190,11 +190,14 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
 
     Returns moving_windows / still_windows (real displacement > `min_move` m / < 1 mm), real_displacement
     and generated_displacement (means over moving windows, m), moving_end_error and still_end_error
-    (mean |generated - real| cube position at the chunk's end, m; undetected cubes left out), and for
+    (mean |generated - real| cube position at the chunk's end, m; undetected cubes left out), along_ratio
+    (median over moving windows of the generated cube's progress along the real displacement, divided by
+    its length: 1 = as far as the real cube, signed, so sideways errors do not inflate it), and for
     the moving windows where the pusher (`state[:, :2]`, PushCube's agent_pos) moves more than 5 mm and
     the cube centre starts less than `head_on` / at least `glancing` metres off its line: headon_windows,
-    glancing_windows and the median cube-to-pusher displacement ratio, real and generated
-    (headon_ratio_real, headon_ratio_generated, glancing_ratio_real, glancing_ratio_generated).
+    glancing_windows, the median cube-to-pusher displacement ratio, real and generated
+    (headon_ratio_real, headon_ratio_generated, glancing_ratio_real, glancing_ratio_generated), and
+    headon_along_ratio / glancing_along_ratio.
     """
     cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
     ctx, act, start_xy, end_xy, pusher_from, pusher_to = [], [], [], [], [], []
@@ -221,6 +224,9 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     moving, still = real_move > min_move, real_move < 1e-3
     err = np.linalg.norm(det - end, axis=1)
     gen_move = np.linalg.norm(det - start, axis=1)
+    # Signed progress along the real path, in units of the real distance: a sideways error does not
+    # inflate it as it does the norm above (1 = as far as the real cube; > 1 overshoots, < 1 lags).
+    along = ((det - start) * (end - start)).sum(1) / np.maximum(real_move, 1e-9) ** 2
 
     def finite(values: np.ndarray, reduce: Callable[[np.ndarray], Any] = np.mean) -> float | None:
         values = values[np.isfinite(values)]
@@ -229,12 +235,14 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     out: dict[str, float | int | None] = {
         "moving_windows": int(moving.sum()), "still_windows": int(still.sum()),
         "real_displacement": finite(real_move[moving]), "generated_displacement": finite(gen_move[moving]),
-        "moving_end_error": finite(err[moving]), "still_end_error": finite(err[still])}
+        "moving_end_error": finite(err[moving]), "still_end_error": finite(err[still]),
+        "along_ratio": finite(along[moving], np.median)}
     pushed = moving & (push > 0.005)  # the pusher moved: its line of motion and the ratio are defined
     for name, subset in (("headon", pushed & (lateral < head_on)), ("glancing", pushed & (lateral >= glancing))):
         out[f"{name}_windows"] = int(subset.sum())
         out[f"{name}_ratio_real"] = finite(real_move[subset] / push[subset], np.median)
         out[f"{name}_ratio_generated"] = finite(gen_move[subset] / push[subset], np.median)
+        out[f"{name}_along_ratio"] = finite(along[subset], np.median)
     return out
 
 

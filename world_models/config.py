@@ -133,9 +133,19 @@ class WorldModelConfig:
     motion_weight: float = 0.0
     """Extra diffusion-loss weight on latent elements that change between the newest context frame
     and the target (the pusher, a pushed cube): they carry the dynamics but are a few % of a frame,
-    and an unweighted loss is minimised well enough by a model that never moves the cube."""
+    and an unweighted loss is minimised well enough by a model that never moves the cube. This mask
+    depends on the answer, so it biases the optimum towards motion: where a push may or may not move
+    the cube, "moved" weighs up to 1 + motion_weight times more (measured: docs/world_models.md)."""
+    context_motion_weight: float = 0.0
+    """Extra diffusion-loss weight on the latent cells within motion_reach of anything that moved
+    within the context frames. This mask depends on the inputs only, so it keeps the optimum at the
+    conditional mean; a context of one repeated frame gets no extra weight."""
+    motion_reach: int = 2
+    """How many latent cells around a change in the context context_motion_weight reaches (what the
+    pusher and the cube can cover in one chunk)."""
     motion_threshold: float = 0.05
-    """|target - newest context| above which a latent element counts as changed (latents have std
+    """|target - newest context frame| (motion_weight) or |newest - older context frames|
+    (context_motion_weight) above which a latent element counts as changed (latents have std
     sigma_data per channel)."""
 
     def __post_init__(self) -> None:
@@ -150,6 +160,8 @@ class WorldModelConfig:
             raise ValueError(f"channels must be multiples of 8 (GroupNorm groups), got {self.channels}")
         if self.heads not in ("keypoints", "conv"):
             raise ValueError(f"heads must be 'keypoints' or 'conv', got {self.heads!r}")
+        if self.motion_reach < 0:
+            raise ValueError(f"motion_reach must be >= 0 latent cells, got {self.motion_reach}")
         if self.prediction not in ("edm", "sample"):
             raise ValueError(f"prediction must be 'edm' or 'sample', got {self.prediction!r}")
         if not 0 < self.sigma_min < self.sigma_max:
@@ -158,6 +170,6 @@ class WorldModelConfig:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("context_noise_max", "context_noise_eval", "idm_weight", "consistency_weight", "head_weight",
-                     "motion_weight", "motion_threshold"):
+                     "motion_weight", "context_motion_weight", "motion_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

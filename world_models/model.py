@@ -150,6 +150,18 @@ class LatentWorldModel(nn.Module):
         return self.idm(torch.cat([previous[:, None], frames], dim=1))
 
     # ------------------------------------------------------------------ training
+    def _motion_weight(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The diffusion loss's per-element weight: 1, plus motion_weight where the target changed from
+        the newest context frame, plus context_motion_weight near what moved within the context.
+        context (B, K, C, s, s) clean, target (B, H, C, s, s) -> (B, H, C, s, s)."""
+        cfg = self.cfg
+        newest = context[:, -1:]  # (B, 1, C, s, s)
+        changed = ((target - newest).abs() > cfg.motion_threshold).float()  # (B, H, C, s, s): depends on the answer
+        moved = ((newest - context).abs() > cfg.motion_threshold).flatten(1, 2).any(1, keepdim=True)  # (B, 1, s, s)
+        r = cfg.motion_reach
+        near = F.max_pool2d(moved.float(), 2 * r + 1, stride=1, padding=r)[:, :, None]  # (B, 1, 1, s, s): inputs only
+        return 1 + cfg.motion_weight * changed + cfg.context_motion_weight * near
+
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         """Joint loss on a batch of latent windows (see `latent_batch` in train.py):
 
@@ -184,7 +196,7 @@ class LatentWorldModel(nn.Module):
         single = (torch.rand(b, device=dev) < cfg.p_single_frame).view(b, 1, 1, 1, 1)
         context = torch.where(single, context[:, -1:].expand_as(context), context)
         base = context[:, -1:] if cfg.residual else torch.zeros_like(context[:, -1:])  # (B, 1, C, s, s), clean
-        moving = ((target - context[:, -1:]).abs() > cfg.motion_threshold).float()  # (B, H, C, s, s): what changed
+        element_weight = self._motion_weight(context, target)  # (B, H, C, s, s), before the context noise
         # Noise augmentation of the context (level announced to the model).
         ctx_noise = torch.rand(b, device=dev) * cfg.context_noise_max  # (B,)
         context = context + ctx_noise.view(b, 1, 1, 1, 1) * torch.randn_like(context)
@@ -193,7 +205,7 @@ class LatentWorldModel(nn.Module):
         noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
         denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
         weight = self._loss_weight(sigma)  # (B,)
-        per_frame = ((1 + cfg.motion_weight * moving) * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
+        per_frame = (element_weight * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
         valid = (~pad).float()
         diffusion = (weight[:, None] * per_frame * valid).sum() / valid.sum().clamp_min(1)
 

@@ -69,7 +69,8 @@ def test_contact_check_separates_an_oracle_from_a_model_that_never_moves_the_cub
 
 
 def test_contact_ratios_follow_the_generated_cube(pushed_episodes):
-    """Head-on windows: the oracle's cube-to-pusher ratio is the real one, the frozen model's is ~0."""
+    """Head-on windows: the oracle's cube-to-pusher ratio is the real one, the frozen model's is ~0; the
+    same for the progress along the real path (1 for the oracle)."""
     from wmsuite.envs.push_cube import detect_cube_xy
 
     oracle = contact_fidelity(_TableModel(pushed_episodes, oracle=True), pushed_episodes, detect_cube_xy)
@@ -78,5 +79,9 @@ def test_contact_ratios_follow_the_generated_cube(pushed_episodes):
     assert oracle["headon_ratio_real"] > 0.5  # a square push carries the cube with the pusher
     assert oracle["headon_ratio_generated"] == pytest.approx(oracle["headon_ratio_real"], abs=0.15)
     assert frozen["headon_ratio_generated"] < 0.2
+    # Progress along the real path: the oracle's cube goes as far as the real one, the frozen one nowhere.
+    assert oracle["along_ratio"] == pytest.approx(1.0, abs=0.15)
+    assert oracle["headon_along_ratio"] == pytest.approx(1.0, abs=0.15)
+    assert abs(frozen["along_ratio"]) < 0.2 and abs(frozen["headon_along_ratio"]) < 0.2
     n = oracle["headon_windows"] + oracle["glancing_windows"]
     assert n <= oracle["moving_windows"]

@@ -265,6 +265,42 @@ def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episo
 
 
 
+def test_context_motion_weight_ignores_the_answer_and_keeps_the_weighted_optimum_at_the_mean(episodes):
+    """Two equally likely answers for one context: the cube stays, or it moves one cell. Per element, the
+    weighted-least-squares optimum is sum(w * x) / sum(w). motion_weight weighs an element by whether
+    the answer changed it, so the optimum leans to "moved" (11/12 with weight 10, not 1/2);
+    context_motion_weight gives both answers the same weight (cells within reach of what moved in the
+    context), so the optimum is their mean."""
+    model = tiny_model(episodes, motion_reach=1)
+    k, h = model.cfg.context, model.cfg.chunk
+    c, s = model.codec.latent_channels, model.codec.latent_size
+    context = torch.zeros(1, k, c, s, s)
+    context[0, 0, :, 1, 2] = 1.0  # something left cell (1, 2) within the context
+    stayed = context[:, -1:].expand(1, h, c, s, s).clone()
+    moved = stayed.clone()
+    moved[..., 1, 3] = 1.0  # the answer that moves an object into cell (1, 3)
+
+    def weights(target_weight: float, context_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
+        model.cfg.motion_weight, model.cfg.context_motion_weight = target_weight, context_weight
+        return model._motion_weight(context, stayed), model._motion_weight(context, moved)
+
+    w_stay, w_move = weights(0.0, 10.0)
+    assert torch.equal(w_stay, w_move)
+    reach = torch.ones(s, s)
+    reach[0:3, 1:4] = 11.0  # reach 1 around (1, 2)
+    assert torch.equal(w_stay[0, 0, 0], reach)
+
+    def optimum(target_weight: float, context_weight: float) -> float:
+        w_stay, w_move = weights(target_weight, context_weight)
+        return float(((w_stay * stayed + w_move * moved) / (w_stay + w_move))[0, 0, 0, 1, 3])
+
+    assert optimum(0.0, 10.0) == pytest.approx(0.5)
+    assert optimum(10.0, 0.0) == pytest.approx(11 / 12)
+    assert optimum(10.0, 10.0) == pytest.approx(21 / 32)  # the shipped model's phase 5
+    with pytest.raises(ValueError, match="context_motion_weight"):
+        WorldModelConfig(context_motion_weight=-1.0)
+
+
 def test_generated_head_data_pairs_each_generated_frame_with_the_real_frame_it_stands_for(episodes):
     from wmsuite.world_models.train import generated_head_data
 

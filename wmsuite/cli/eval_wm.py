@@ -113,6 +113,8 @@ def _print(m: dict) -> None:
     print(f"cube/pusher displacement, median real vs generated: head-on ({c['headon_windows']} windows) "
           f"{_r(c['headon_ratio_real'])} vs {_r(c['headon_ratio_generated'])}, glancing ({c['glancing_windows']} "
           f"windows) {_r(c['glancing_ratio_real'])} vs {_r(c['glancing_ratio_generated'])}")
+    print(f"generated cube's progress along the real path (1 = as far as the real cube): all moving "
+          f"{_r(c['along_ratio'])}, head-on {_r(c['headon_along_ratio'])}, glancing {_r(c['glancing_along_ratio'])}")
 
 
 def _m(value: float | None) -> str:

@@ -123,8 +123,13 @@ class TrainWMConfig:
     """Mean of log(sigma) of the training noise levels (higher spends more of training near sigma_max,
     where 1-step sampling evaluates the denoiser)."""
     motion_weight: float = 10.0
-    """Extra diffusion-loss weight on latent elements that change within a window (see
-    WorldModelConfig.motion_weight)."""
+    """Extra diffusion-loss weight on latent elements that change within a window (biased towards
+    motion, but it keeps the cube drawn; see WorldModelConfig.motion_weight). Taken from the command
+    line on --resume too."""
+    context_motion_weight: float = 0.0
+    """Extra diffusion-loss weight on the cells near what moved within the context (unbiased; see
+    WorldModelConfig.context_motion_weight; the shipped model's phase 5 used 10). Taken from the
+    command line on --resume too."""
     self_forcing: float = 0.0
     """Share of forward windows whose context is the model's own rollout from the real frames 1 to
     --self-forcing-chunks chunks earlier (see WorldModelConfig.self_forcing). Unlike the architecture,
@@ -203,7 +208,8 @@ def run(cfg: TrainWMConfig) -> int:
             state_dim=ep.state.shape[1], env_state_dim=ep.env_state.shape[1], channels=cfg.channels,
             attention=cfg.attention, sampling_steps=cfg.sampling_steps, p_backward=cfg.p_backward,
             context_noise_max=cfg.context_noise_max, consistency_weight=cfg.consistency_weight,
-            motion_weight=cfg.motion_weight, p_mean=cfg.p_mean, residual=cfg.residual,
+            motion_weight=cfg.motion_weight, context_motion_weight=cfg.context_motion_weight,
+            p_mean=cfg.p_mean, residual=cfg.residual,
             prediction=cfg.prediction, heads=cfg.heads_kind, self_forcing=cfg.self_forcing,
             self_forcing_chunks=cfg.self_forcing_chunks)
         model = build_model(episodes, wm_cfg, codec)
@@ -264,8 +270,10 @@ def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     if cfg.resume_prediction and cfg.resume_prediction != model.cfg.prediction:
         print(f"switching the denoiser output from {model.cfg.prediction!r} to {cfg.resume_prediction!r}")
         model.cfg = replace(model.cfg, prediction=cfg.resume_prediction)
-    model.cfg = replace(model.cfg, self_forcing=cfg.self_forcing, self_forcing_chunks=cfg.self_forcing_chunks)
-    print(f"resuming from {latest} at step {step} (self forcing {cfg.self_forcing})")
+    model.cfg = replace(model.cfg, self_forcing=cfg.self_forcing, self_forcing_chunks=cfg.self_forcing_chunks,
+                        motion_weight=cfg.motion_weight, context_motion_weight=cfg.context_motion_weight)
+    print(f"resuming from {latest} at step {step} (self forcing {cfg.self_forcing}, motion weights "
+          f"{cfg.motion_weight} on what changes, {cfg.context_motion_weight} near what moved in the context)")
     settings = replace(_settings(cfg), schedule_from=step if cfg.restart_schedule else 0)
     last = train_dynamics(model, episodes, settings, cfg.out, log=log.log, start_step=step,
                           optimizer_state=opt_state)
