@@ -1,6 +1,8 @@
 """Training data with glancing pushes emphasised: the episodes, plus copies of a 12-step slice around
 every chunk where the real cube moves more than 1 cm and its centre starts 3 cm or more off the line the
-pusher moves along (the glancing chunks of `wmsuite eval-wm`'s contact check).
+pusher moves along (the glancing chunks of `wmsuite eval-wm`'s contact check, except that the check
+also asks the pusher to move 5 mm: 677 chunks here, 668 there). Choosing windows because their real
+cube moved favours "moved" as the loss's motion weight did (docs/world_models.md, "Motion-weighted loss").
 
     python docs/scripts/glancing_slices.py --data data/pushcube_wm2.hdf5 --out data/pushcube_wm_glance.hdf5
 
