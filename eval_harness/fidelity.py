@@ -85,8 +85,15 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
                       steps: int | None = None) -> dict[str, Any]:
     """Roll every episode open-loop from its first frame with its true actions (one batch).
 
+    The model generates a chunk of H frames from all H actions at once, so a chunk that runs past an
+    episode's end would condition its frames on actions that never happened (the padding). Where an
+    episode's length T is not a multiple of H, its frames after the last whole chunk therefore come
+    from one more chunk re-anchored to end at T: generated from the rollout's frames up to T - H with
+    the true actions T-H..T-1. Every frame an episode is scored on is then generated from its own
+    actions (but in episodes shorter than H, which have no earlier frames to anchor to).
+
     Returns latents (N, T_max+1, C, s, s) (index 0 = the real first frame), idm errors of each
-    generated chunk (N, n_chunks), success probabilities of every generated frame (N, T_max+1).
+    generated step (N, n_chunks*H), success probabilities of every generated frame (N, T_max+1).
     """
     cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
     n = len(episodes)
@@ -108,8 +115,22 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
         latents.append(lat)
         context = torch.cat([context, lat], dim=1)[:, -k:]
     latents_t = torch.cat(latents, dim=1)  # (N, n_chunks*H + 1, C, s, s)
+    idm_t = torch.cat(idm_err, 1)  # (N, n_chunks*H)
+    # the re-anchored last chunk of every episode whose end falls inside a chunk
+    ends = [ep.length for ep in episodes]
+    partial = [i for i, t in enumerate(ends) if t % h and t >= h]
+    if partial:
+        ctx_idx = torch.tensor([[max(0, ends[i] - h - k + 1 + m) for m in range(k)] for i in partial])  # (P, K)
+        ctx = latents_t[torch.tensor(partial)[:, None], ctx_idx]  # (P, K, C, s, s)
+        last_act = torch.stack([act[i, ends[i] - h : ends[i]] for i in partial])  # (P, H, A)
+        lat = model.generate(ctx, last_act, steps=steps, generator=gen)  # (P, H, C, s, s)
+        err = (model.inverse_dynamics(ctx[:, -1], lat) - last_act).abs().mean(-1)  # (P, H)
+        for p, i in enumerate(partial):
+            r = ends[i] % h  # frames after the last whole chunk
+            latents_t[i, ends[i] - r + 1 : ends[i] + 1] = lat[p, -r:]
+            idm_t[i, ends[i] - r : ends[i]] = err[p, -r:]
     heads = model.predict_heads(latents_t)
-    return {"latents": latents_t, "idm_error": torch.cat(idm_err, 1).numpy(),  # (N, n_chunks*H)
+    return {"latents": latents_t, "idm_error": idm_t.numpy(),
             "success_prob": torch.sigmoid(heads["success_logit"]).numpy(),
             "env_state": heads["environment_state"].numpy()}
 

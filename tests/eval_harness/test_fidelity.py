@@ -85,3 +85,42 @@ def test_contact_ratios_follow_the_generated_cube(pushed_episodes):
     assert abs(frozen["along_ratio"]) < 0.2 and abs(frozen["headon_along_ratio"]) < 0.2
     n = oracle["headon_windows"] + oracle["glancing_windows"]
     assert n <= oracle["moving_windows"]
+
+
+class _ChunkIntegrator:
+    """A world model whose latent integrates the actions, but not causally within a chunk: frame m of a
+    chunk is the newest context frame plus (m+1)/H of the chunk's summed actions. With an episode's
+    constant action c, frame t is then c * t exactly when every chunk it came from held real actions."""
+
+    def __init__(self, k: int = 2, h: int = 4) -> None:
+        self.cfg = SimpleNamespace(camera="top", context=k, chunk=h, action_dim=1)
+        self.codec = SimpleNamespace(encode=lambda frames: torch.zeros(len(frames), 1, 1, 1))
+
+    def generate(self, context, actions, steps=None, generator=None):  # (B, K, 1, 1, 1) -> (B, H, 1, 1, 1)
+        frac = torch.arange(1, self.cfg.chunk + 1, dtype=torch.float32) / self.cfg.chunk  # (H,)
+        return context[:, -1:] + (frac[None, :] * actions.sum(dim=(1, 2))[:, None])[..., None, None, None]
+
+    def inverse_dynamics(self, previous, latents):  # (B, 1, 1, 1), (B, H, 1, 1, 1) -> (B, H, 1)
+        frames = torch.cat([previous[:, None], latents], dim=1)
+        return (frames[:, 1:] - frames[:, :-1]).flatten(2)
+
+    def predict_heads(self, latents):
+        lead = latents.shape[:-3]
+        return {"success_logit": latents.reshape(*lead), "environment_state": torch.zeros(*lead, 6)}
+
+
+def test_open_loop_frames_at_an_episode_end_come_from_its_own_actions_only():
+    """Episodes ending inside a chunk: the padding after the end must not reach the scored frames (with
+    zero padding, the 14-step episode's last frame would be 12c + c, not 14c)."""
+    from wmsuite.eval_harness.fidelity import rollout_open_loop
+
+    lengths, rates = [5, 8, 10, 14, 4], [1.0, 2.0, -1.0, 0.5, 3.0]
+    episodes = [SimpleNamespace(length=t, actions=np.full((t, 1), c, np.float32),
+                                obs={"top": np.zeros((t + 1, 8, 8, 3), np.uint8)}) for t, c in zip(lengths, rates)]
+    out = rollout_open_loop(_ChunkIntegrator(), episodes)
+    assert out["latents"].shape == (5, 17, 1, 1, 1) and out["idm_error"].shape == (5, 16)
+    for i, (t, c) in enumerate(zip(lengths, rates)):
+        assert out["latents"][i, t].item() == pytest.approx(c * t)  # the scored last frame
+        # every step up to the end recovers its true action: no padding leaked into those frames
+        np.testing.assert_allclose(out["idm_error"][i, :t], 0.0, atol=1e-6)
+        assert out["success_prob"][i, t] == pytest.approx(torch.sigmoid(torch.tensor(c * t)).item(), abs=1e-6)
