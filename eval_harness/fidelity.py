@@ -33,7 +33,8 @@ and per episode / frame:
                                from real frames / from the generated frames
     reconstruction_psnr        codec alone: decode(encode(real frame)) vs real frame
 
-Horizons longer than an episode skip that episode; `count` says how many frames each figure averages.
+Horizons longer than an episode skip that episode; `count` says how many frames each figure averages
+(episodes x repeats, where every episode is rolled out more than once).
 """
 
 from __future__ import annotations
@@ -140,17 +141,26 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
                       detect_cube_xy: Callable[[np.ndarray], np.ndarray],
                       success_from_env_state: Callable[[np.ndarray], np.ndarray],
                       horizons: Sequence[int] = DEFAULT_HORIZONS, batch_size: int = 64, seed: int = 0,
-                      steps: int | None = None) -> dict[str, Any]:
+                      steps: int | None = None, repeats: int = 1) -> dict[str, Any]:
     """All the figures of the module docstring. `detect_cube_xy`: (N, S, S, 3) uint8 -> (N, 2) xy (NaN
-    when not found); `success_from_env_state`: (..., E) -> (...) bool (both from the task's env module)."""
+    when not found); `success_from_env_state`: (..., E) -> (...) bool (both from the task's env module).
+
+    `repeats` rolls every episode that many times with other sampling noise (repeat r of the batch at
+    `start` uses seed `seed + start + 1_000_000 * r`, so repeat 0 is the single rollout's): the open-loop
+    figures pool the repeats, and success_agreement_per_repeat lists each repeat's agreement.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     model.eval()
     cam, h = model.cfg.camera, model.cfg.chunk
     per_h: dict[int, dict[str, list[float]]] = {hz: {"psnr": [], "ssim": [], "obj": [], "found": [], "state": []}
                                                for hz in horizons}
-    agree, agree_det, agree_state, idm_gen = [], [], [], []
-    for start in range(0, len(episodes), batch_size):
+    agree_by_repeat: list[list[bool]] = [[] for _ in range(repeats)]
+    agree_det, agree_state, idm_gen = [], [], []
+    batches = [(start, r) for start in range(0, len(episodes), batch_size) for r in range(repeats)]
+    for start, r in batches:
         eps = list(episodes[start : start + batch_size])
-        out = rollout_open_loop(model, eps, seed=seed + start, steps=steps)
+        out = rollout_open_loop(model, eps, seed=seed + start + 1_000_000 * r, steps=steps)
         lat = out["latents"]
         for i, ep in enumerate(eps):
             t_end = ep.length
@@ -170,7 +180,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
                 if found:
                     rec["obj"].append(float(np.linalg.norm(cube_gen[m] - cube_true[m])))
                 rec["state"].append(float(np.linalg.norm(out["env_state"][i, hz, :2] - cube_true[m])))
-            agree.append(bool(out["success_prob"][i, t_end] > 0.5) == ep.success)
+            agree_by_repeat[r].append(bool(out["success_prob"][i, t_end] > 0.5) == ep.success)
             last_state = ep.env_state[t_end].copy()
             detected = cube_gen[-1]
             if np.isfinite(detected).all():
@@ -190,13 +200,15 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         "psnr": by_h("psnr"), "ssim": by_h("ssim"), "object_error": by_h("obj"),
         "object_error_median": by_h("obj", np.median), "object_detect_rate": by_h("found"),
         "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},
-        "success_agreement": float(np.mean(agree)), "success_agreement_detector": float(np.mean(agree_det)),
+        "success_agreement": float(np.mean(agree_by_repeat)),
+        "success_agreement_per_repeat": [float(np.mean(a)) for a in agree_by_repeat],
+        "success_agreement_detector": float(np.mean(agree_det)),
         "success_agreement_state": float(np.mean(agree_state)),
         "success_head_accuracy": head_acc, "success_head_balanced_accuracy": head_bal, "contact": contact,
         "idm_error_real": real_idm, "idm_error_generated": float(np.mean(idm_gen)),
         "reconstruction_psnr": reconstruction_psnr(model.codec, frames),
         "episodes": len(episodes), "real_success_rate": float(np.mean([ep.success for ep in episodes])),
-        "chunk": h, "sampling_steps": steps or model.cfg.sampling_steps,
+        "chunk": h, "sampling_steps": steps or model.cfg.sampling_steps, "repeats": repeats,
     }
 
 

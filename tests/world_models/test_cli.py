@@ -83,6 +83,13 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
         assert key in m, key
     assert set(m["psnr"]) == {"1", "8"} and m["count"]["1"] == 3
     assert 0.0 <= m["success_agreement"] <= 1.0
+    # two rollouts of every episode: the first is the single run's (same noise), the figures pool both
+    assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out / "r2"),
+                 "--horizons", "1", "8", "--repeats", "2"]) == 0
+    m2 = json.loads((out / "r2" / "metrics.json").read_text())
+    per = m2["success_agreement_per_repeat"]
+    assert len(per) == 2 and per[0] == m["success_agreement"] and m2["count"]["1"] == 6
+    assert m2["success_agreement"] == pytest.approx(sum(per) / 2)
 
     bench = tmp_path / "bench"
     assert main(["bench", "wm", "--wm", str(run), "--batch-sizes", "1", "2", "--steps", "1", "--repeats", "1",

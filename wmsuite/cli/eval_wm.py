@@ -5,7 +5,8 @@
 Prints and writes to `--out DIR/metrics.json` (flat keys; per-horizon figures are objects keyed by
 horizon in actions): psnr, ssim, object_error (metres, by the env's colour-blob cube detector),
 object_error_median, object_detect_rate, state_error, success_agreement (success head on the last
-generated frame vs the real outcome), success_agreement_detector, success_agreement_state,
+generated frame vs the real outcome; with --repeats R, pooled over R rollouts of every episode, and
+success_agreement_per_repeat), success_agreement_detector, success_agreement_state,
 success_head_accuracy, success_head_balanced_accuracy, idm_error_real, idm_error_generated,
 reconstruction_psnr, contact (teacher-forced: does the generated cube move when the real one does, and as
 far, head-on and in glancing contact?). See wmsuite/eval_harness/fidelity.py for the definitions.
@@ -47,13 +48,16 @@ class EvalWMConfig:
     """Torch device."""
     seed: int = 0
     """Seed of the sampling noise."""
+    repeats: int = 1
+    """Open-loop rollouts of every episode, each with other sampling noise; the figures pool them and
+    success_agreement_per_repeat shows how far one rollout's agreement can move (5 for the docs' figures)."""
 
     def __post_init__(self) -> None:
         if not self.horizons or min(self.horizons) < 1:
             raise ValueError(f"horizons must be positive action counts, got {self.horizons}")
-        if self.max_episodes < 0 or self.batch_size < 1 or self.sampling_steps < 0:
-            raise ValueError(f"need max_episodes >= 0, batch_size >= 1, sampling_steps >= 0; got "
-                             f"{self.max_episodes}, {self.batch_size}, {self.sampling_steps}")
+        if self.max_episodes < 0 or self.batch_size < 1 or self.sampling_steps < 0 or self.repeats < 1:
+            raise ValueError(f"need max_episodes >= 0, batch_size >= 1, sampling_steps >= 0, repeats >= 1; got "
+                             f"{self.max_episodes}, {self.batch_size}, {self.sampling_steps}, {self.repeats}")
         if not Path(self.data).is_file():
             raise ValueError(f"--data {self.data} does not exist; record held-out episodes with `wmsuite collect "
                              "--seed 100000`")
@@ -82,7 +86,8 @@ def run(cfg: EvalWMConfig) -> int:
     detect, success = task_functions(cfg.env)
     start = time.time()
     metrics = evaluate_fidelity(model, episodes, detect, success, horizons=cfg.horizons,
-                                batch_size=cfg.batch_size, seed=cfg.seed, steps=cfg.sampling_steps or None)
+                                batch_size=cfg.batch_size, seed=cfg.seed, steps=cfg.sampling_steps or None,
+                                repeats=cfg.repeats)
     metrics["wall_seconds"] = time.time() - start
     metrics["wm"], metrics["data"] = str(cfg.wm), str(cfg.data)
     _print(metrics)
@@ -93,7 +98,7 @@ def run(cfg: EvalWMConfig) -> int:
 
 def _print(m: dict) -> None:
     print(f"{m['episodes']} held-out episodes (real success rate {m['real_success_rate']:.2f}), "
-          f"chunk {m['chunk']}, {m['sampling_steps']} sampling step(s)")
+          f"chunk {m['chunk']}, {m['sampling_steps']} sampling step(s), {m['repeats']} rollout(s) each")
     print(f"{'horizon':>8} {'n':>4} {'PSNR dB':>8} {'SSIM':>6} {'cube err m':>10} {'median':>7} {'found':>6} "
           f"{'state err':>9}")
     for hz, n in m["count"].items():
@@ -106,6 +111,10 @@ def _print(m: dict) -> None:
                               "success_head_accuracy", "success_head_balanced_accuracy", "idm_error_real",
                               "idm_error_generated", "reconstruction_psnr")}
     print(json.dumps(rest, indent=1))
+    if m["repeats"] > 1:
+        per = m["success_agreement_per_repeat"]
+        print(f"success_agreement per rollout: {', '.join(f'{a:.3f}' for a in per)} (min {min(per):.3f}, "
+              f"max {max(per):.3f})")
     c = m["contact"]
     print(f"contact (teacher-forced, {c['moving_windows']} windows where the real cube moves > 1 cm): real "
           f"displacement {_m(c['real_displacement'])}, generated {_m(c['generated_displacement'])}, end error "
