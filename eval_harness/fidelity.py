@@ -91,7 +91,7 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
     episode's length T is not a multiple of H, its frames after the last whole chunk therefore come
     from one more chunk re-anchored to end at T: generated from the rollout's frames up to T - H with
     the true actions T-H..T-1. Every frame an episode is scored on is then generated from its own
-    actions (but in episodes shorter than H, which have no earlier frames to anchor to).
+    actions, except in episodes shorter than H, which have no earlier frames to anchor to.
 
     Returns latents (N, T_max+1, C, s, s) (index 0 = the real first frame), idm errors of each
     generated step (N, n_chunks*H), success probabilities of every generated frame (N, T_max+1).
