@@ -11,7 +11,9 @@ its indices and padding rules are reused and the latent frames are gathered besi
 
 Checkpoints (safetensors + JSON, `wmsuite.checkpoint`): `out/codec/` (class "FrameCodec") and
 `out/step_<N>/` + `out/latest/` (class "LatentWorldModel": the whole model, codec included, and the
-optimizer state in `out/latest/optimizer/` for --resume).
+optimizer state in `out/latest/optimizer/` for --resume). With an exponential moving average of the
+weights (`TrainSettings.ema_decay`), the checkpoints hold the averaged weights, the ones to evaluate,
+and `out/latest/online/` the raw weights that the optimizer state belongs to.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ class TrainSettings:
     samples every window alike. Contact is where the model errs most, and 36% of the PushCube training
     windows; but 0.5 measured worse than uniform sampling in a 14,000-step fine-tune (cube error at
     horizon 16 3.0 vs 2.3 cm; docs/world_models.md), so the default stays 0."""
+    ema_decay: float = 0.0
+    """Dynamics only: decay of an exponential moving average of the trained weights (0: off; 0.999
+    averages over ~1,000 steps). With it on, every checkpoint's model.safetensors holds the averaged
+    weights (what evaluation, export and the heads stage use) and latest/online/ the raw weights that
+    --resume goes on training. The average starts from the weights the run starts with."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "save_every", "log_every"):
@@ -75,6 +82,8 @@ class TrainSettings:
             raise ValueError(f"schedule_from must be in [0, steps={self.steps}), got {self.schedule_from}")
         if not 0.0 <= self.moving_fraction <= 1.0:
             raise ValueError(f"moving_fraction is a share of the batch in [0, 1], got {self.moving_fraction}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1) (0: off), got {self.ema_decay}")
 
 
 Log = Callable[[dict[str, float], int], None]
@@ -243,8 +252,12 @@ def build_model(episodes: Sequence[Episode], cfg: WorldModelConfig, codec: Frame
 
 
 def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: TrainSettings, out_dir: str | Path,
-                   log: Log | None = None, start_step: int = 0, optimizer_state: dict | None = None) -> int:
-    """Train everything but the codec; checkpoints every `save_every` steps. Returns the last step."""
+                   log: Log | None = None, start_step: int = 0, optimizer_state: dict | None = None,
+                   ema_state: dict[str, torch.Tensor] | None = None) -> int:
+    """Train everything but the codec; checkpoints every `save_every` steps. Returns the last step.
+
+    With st.ema_decay > 0 the checkpoints hold an exponential moving average of the weights, which
+    starts from `ema_state` (a resumed run's averaged state dict) or else from the model's weights."""
     out_dir = Path(out_dir)
     torch.manual_seed(st.seed + start_step)
     model.to(st.device).train()
@@ -255,6 +268,7 @@ def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: Tra
     opt = torch.optim.AdamW(params, lr=st.lr, weight_decay=1e-4)
     if optimizer_state is not None:
         opt.load_state_dict(optimizer_state)
+    ema = WeightAverage(model, st.ema_decay, ema_state) if st.ema_decay > 0 else None
     gen = torch.Generator().manual_seed(st.seed + start_step)
     start = time.time()
     step = start_step
@@ -272,13 +286,15 @@ def train_dynamics(model: LatentWorldModel, episodes: Sequence[Episode], st: Tra
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        if ema is not None:
+            ema.update(model)
         if step % st.log_every == 0:
             bar.set_postfix(loss=f"{logs['loss']:.3f}", diff=f"{logs['diffusion']:.3f}")
             if log:
                 log({**logs, "lr": opt.param_groups[0]["lr"]}, step)
         out_of_time = bool(st.max_minutes) and time.time() - start > 60 * st.max_minutes
         if (step + 1) % st.save_every == 0 or step + 1 == st.steps or out_of_time:
-            save_model(model, out_dir, step + 1, opt, minutes=(time.time() - start) / 60)
+            save_model(model, out_dir, step + 1, opt, minutes=(time.time() - start) / 60, ema=ema)
         if out_of_time:
             break
     bar.close()
@@ -299,17 +315,56 @@ def sample_windows(data: LatentWindows, batch_size: int, moving_fraction: float,
     return idx.tolist()
 
 
+class WeightAverage:
+    """An exponential moving average of a model's state: avg <- decay * avg + (1 - decay) * weights
+    after every optimizer step, for the trained floating-point tensors (the frozen codec and integer
+    buffers are copied as they are when saved)."""
+
+    def __init__(self, model: torch.nn.Module, decay: float, state: dict[str, torch.Tensor] | None = None) -> None:
+        self.decay = decay
+        source = state if state is not None else model.state_dict()
+        trained = {n for n, p in model.named_parameters() if p.requires_grad}
+        missing = trained - set(source)
+        if missing:
+            raise ValueError(f"the averaged weights lack {sorted(missing)[:3]}...; resume without them or start a new run")
+        device = next(model.parameters()).device
+        self.average = {n: source[n].detach().to(device=device, dtype=torch.float32).clone() for n in sorted(trained)}
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module) -> None:
+        params = dict(model.named_parameters())
+        names = list(self.average)
+        torch._foreach_lerp_([self.average[n] for n in names], [params[n].detach().float() for n in names],
+                             1.0 - self.decay)
+
+    def state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The model's state dict with its trained tensors replaced by their averages."""
+        state = dict(model.state_dict())
+        state.update({n: a.to(state[n].dtype) for n, a in self.average.items()})
+        return state
+
+
 def save_model(model: LatentWorldModel, out_dir: Path, step: int, opt: torch.optim.Optimizer | None = None,
-               minutes: float = 0.0) -> Path:
-    """Write out_dir/step_<step>/ and out_dir/latest/ (with the optimizer state for --resume)."""
-    config = {**model.config_dict(), "step": step, "train_minutes_this_session": minutes}
-    tensors = dict(model.state_dict())
+               minutes: float = 0.0, ema: WeightAverage | None = None, extra: dict | None = None) -> Path:
+    """Write out_dir/step_<step>/ and out_dir/latest/ (with the optimizer state for --resume). With
+    `ema`, both hold the averaged weights and latest/online/ the raw ones the optimizer state is of.
+    `extra` goes into the config as it is."""
+    config = {**model.config_dict(), "step": step, "train_minutes_this_session": minutes, **(extra or {})}
+    raw = dict(model.state_dict())
+    tensors = raw if ema is None else ema.state_dict(model)
+    if ema is not None:
+        config["ema_decay"] = ema.decay
     save_checkpoint(out_dir / f"step_{step}", tensors, config)
     latest = save_checkpoint(out_dir / "latest", tensors, config)
     if opt is not None:
         flat, meta = _flatten_optimizer(opt.state_dict())
         save_checkpoint(latest / "optimizer", flat, {"class": "AdamWState", "meta": meta})
+    if ema is not None:
+        save_checkpoint(latest / ONLINE, raw, {**config, "ema_decay": 0.0})
     return latest
+
+
+ONLINE = "online"  # latest/online/: the raw weights of a run whose checkpoints hold averaged ones
 
 
 def _flatten_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:

@@ -96,3 +96,34 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
                  "--sim-steps", "5", "--out", str(bench)]) == 0
     b = json.loads((bench / "metrics.json").read_text())
     assert b["wm_frames_per_s"] > 0 and b["sim_steps_per_s"] > 0 and "wm_frames_per_s_b1" in b
+
+
+def test_weight_average_checkpoints_hold_the_average_and_resume_trains_the_raw_weights(pushcube_file, tmp_path):
+    from wmsuite.checkpoint import load_checkpoint
+
+    run = tmp_path / "wm"
+    tiny = ["--channels", "16", "16", "--batch-size", "4", "--heads-steps", "2", "--heads-batch-size", "8"]
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "3", "--save-every", "3",
+                 "--ema-decay", "0.5", "--lr", "1e-2", *tiny]) == 0
+    averaged, config = load_checkpoint(run / "latest")
+    online, _ = load_checkpoint(run / "latest" / "online")
+    assert config["ema_decay"] == 0.5
+    name = "denoiser.conv_in.weight"
+    assert not torch.equal(averaged[name], online[name])  # the checkpoint is not the raw weights
+    assert torch.equal(averaged["codec.latent_std"], online["codec.latent_std"])  # the frozen codec is copied
+    # --resume trains the raw weights on and averages on from the checkpoint's average: one step with
+    # decay 0.5 puts the new average halfway between the old one and the new raw weights
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "4", "--resume",
+                 "--ema-decay", "0.5", "--lr", "1e-2", *tiny]) == 0
+    averaged4, config4 = load_checkpoint(run / "latest")
+    online4, _ = load_checkpoint(run / "latest" / "online")
+    assert config4["step"] == 4
+    assert not torch.equal(online4[name], online[name])
+    torch.testing.assert_close(averaged4[name], 0.5 * averaged[name] + 0.5 * online4[name])
+    # the heads stage rewrites latest/ but keeps the raw weights and the optimizer state for --resume
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
+                 "--heads-steps", "2", "--heads-batch-size", "8"]) == 0
+    after, config_h = load_checkpoint(run / "latest")
+    assert config_h["ema_decay"] == 0.5 and torch.equal(after[name], averaged4[name])
+    assert torch.equal(load_checkpoint(run / "latest" / "online")[0][name], online4[name])
+    assert (run / "latest" / "optimizer" / "model.safetensors").is_file()

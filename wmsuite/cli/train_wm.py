@@ -26,6 +26,7 @@ from wmsuite.logging import RunLogger
 from wmsuite.world_models import load_world_model
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 from wmsuite.world_models.train import (
+    ONLINE,
     TrainSettings,
     build_model,
     detector_labels,
@@ -139,6 +140,9 @@ class TrainWMConfig:
     moving_fraction: float = 0.0
     """Share of each dynamics batch drawn from windows where an object moves (contact; see
     TrainSettings.moving_fraction: 0.5 measured worse); 0 samples all windows alike."""
+    ema_decay: float = 0.0
+    """Decay of an exponential moving average of the dynamics weights, which the checkpoints then
+    hold (0: off; see TrainSettings.ema_decay). Raw weights go on in out/latest/online/ for --resume."""
     save_every: int = 200
     """Steps between checkpoints."""
     log_every: int = 10
@@ -226,7 +230,7 @@ def run(cfg: TrainWMConfig) -> int:
 def _settings(cfg: TrainWMConfig) -> TrainSettings:
     return TrainSettings(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, max_minutes=cfg.max_minutes,
                          save_every=cfg.save_every, log_every=cfg.log_every, seed=cfg.seed, device=cfg.device,
-                         moving_fraction=cfg.moving_fraction)
+                         moving_fraction=cfg.moving_fraction, ema_decay=cfg.ema_decay)
 
 
 def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
@@ -250,17 +254,27 @@ def _heads(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     logs = train_heads(model, episodes, st, log=lambda m, s: log.log(m, config["step"] + s),
                        generated_fraction=cfg.heads_generated_fraction, frame_labels=labels,
                        success_pos_weight=cfg.heads_success_pos_weight or None)
-    optimizer = load_checkpoint(latest / "optimizer") if is_checkpoint(latest / "optimizer") and not replaced else None
-    save_model(model, Path(cfg.out), config["step"], minutes=config.get("train_minutes_this_session", 0.0))
-    if optimizer is not None:  # keep the dynamics optimizer state, so --resume still works
-        save_checkpoint(latest / "optimizer", *optimizer)
+    # keep the dynamics' resume state (optimizer moments, raw weights of an averaged run), so --resume
+    # still works; new heads have no moments there, so then it is dropped
+    resume_state = {} if replaced else {name: load_checkpoint(latest / name) for name in ("optimizer", ONLINE)
+                                        if is_checkpoint(latest / name)}
+    save_model(model, Path(cfg.out), config["step"], minutes=config.get("train_minutes_this_session", 0.0),
+               extra={k: config[k] for k in ("ema_decay",) if k in config})
+    for name, saved in resume_state.items():
+        save_checkpoint(latest / name, *saved)
     print(f"heads fine-tuned for {cfg.heads_steps} steps in {(time.time() - began) / 60:.1f} min: {logs}")
     return 0
 
 
 def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
     latest = Path(cfg.out) / "latest"
-    model = load_world_model(latest, device=cfg.device)
+    ema_state = None
+    if is_checkpoint(latest / ONLINE):  # an averaged run: train the raw weights on, average from latest's
+        model = load_world_model(latest / ONLINE, device=cfg.device)
+        ema_state = load_checkpoint(latest, device=cfg.device)[0] if cfg.ema_decay > 0 else None
+        print(f"{latest} holds averaged weights: training goes on from {latest / ONLINE}")
+    else:
+        model = load_world_model(latest, device=cfg.device)
     step = int(json.loads((latest / "config.json").read_text())["step"])
     opt_state = None
     if is_checkpoint(latest / "optimizer"):
@@ -276,6 +290,6 @@ def _resume(cfg: TrainWMConfig, episodes: list, log: RunLogger) -> int:
           f"{cfg.motion_weight} on what changes, {cfg.context_motion_weight} near what moved in the context)")
     settings = replace(_settings(cfg), schedule_from=step if cfg.restart_schedule else 0)
     last = train_dynamics(model, episodes, settings, cfg.out, log=log.log, start_step=step,
-                          optimizer_state=opt_state)
+                          optimizer_state=opt_state, ema_state=ema_state)
     print(f"trained to step {last} -> {latest}")
     return 0
