@@ -97,6 +97,16 @@ class PushCubeEnv(MujocoTaskEnv):
         """Place the goal disk's centre at `goal` (x, y); takes effect at the next forward pass or step."""
         self.data.mocap_pos[self._goal] = [*goal, 0.0]
 
+    def nudge_cube(self, dxy: tuple[float, float] = (0.0, 0.0), dyaw: float = 0.0) -> None:
+        """Shift the cube by `dxy` (m) and turn it by `dyaw` (rad) about the vertical; takes effect at the
+        next forward pass or step (used to measure how much an outcome hinges on what a frame shows)."""
+        q = self.data.qpos
+        q[self._cube : self._cube + 2] += np.asarray(dxy, np.float64)
+        turn = np.array([np.cos(dyaw / 2), 0.0, 0.0, np.sin(dyaw / 2)])
+        quat = np.empty(4)
+        mujoco.mju_mulQuat(quat, turn, q[self._cube + 3 : self._cube + 7].copy())
+        q[self._cube + 3 : self._cube + 7] = quat
+
     def _apply_action(self, action: np.ndarray) -> None:
         pusher = self.data.qpos[self._pusher : self._pusher + 2]
         self.data.ctrl[:] = np.clip(pusher + ACTION_SCALE * action, self._pusher_lo, self._pusher_hi)

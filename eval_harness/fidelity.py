@@ -27,6 +27,9 @@ and, teacher-forced (real context, one generated chunk), on the windows where th
 and per episode / frame:
 
     success_agreement          success head on the last generated frame == the episode's real outcome
+    success_agreement_replays  with `replay_p_success` (replays.py): the same prediction scored against the
+                               real simulator replayed from every start whose first frame is the
+                               episode's (p where it predicts success, 1 - p where failure)
     success_agreement_detector cube detected in the last generated frame lies inside the real goal
     success_head_accuracy      success head on real frames vs the frame's true success (and balanced)
     idm_error_real / _generated  mean |action recovered by the inverse-dynamics head - true action|
@@ -141,21 +144,27 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
                       detect_cube_xy: Callable[[np.ndarray], np.ndarray],
                       success_from_env_state: Callable[[np.ndarray], np.ndarray],
                       horizons: Sequence[int] = DEFAULT_HORIZONS, batch_size: int = 64, seed: int = 0,
-                      steps: int | None = None, repeats: int = 1) -> dict[str, Any]:
+                      steps: int | None = None, repeats: int = 1,
+                      replay_p_success: np.ndarray | None = None) -> dict[str, Any]:
     """All the figures of the module docstring. `detect_cube_xy`: (N, S, S, 3) uint8 -> (N, 2) xy (NaN
     when not found); `success_from_env_state`: (..., E) -> (...) bool (both from the task's env module).
 
     `repeats` rolls every episode that many times with other sampling noise (repeat r of the batch at
     `start` uses seed `seed + start + 1_000_000 * r`, so repeat 0 is the single rollout's): the open-loop
     figures pool the repeats, and success_agreement_per_repeat lists each repeat's agreement.
+    `replay_p_success` (N,): per episode, the share of its frame-identical real replays that succeed
+    (replays.frame_identical_outcomes), for success_agreement_replays.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if replay_p_success is not None and len(replay_p_success) != len(episodes):
+        raise ValueError(f"replay_p_success has {len(replay_p_success)} entries for {len(episodes)} episodes")
     model.eval()
     cam, h = model.cfg.camera, model.cfg.chunk
     per_h: dict[int, dict[str, list[float]]] = {hz: {"psnr": [], "ssim": [], "obj": [], "found": [], "state": []}
                                                for hz in horizons}
     agree_by_repeat: list[list[bool]] = [[] for _ in range(repeats)]
+    predicted = np.zeros((repeats, len(episodes)), bool)  # success head on each rollout's last frame
     agree_det, agree_state, idm_gen = [], [], []
     batches = [(start, r) for start in range(0, len(episodes), batch_size) for r in range(repeats)]
     for start, r in batches:
@@ -180,7 +189,8 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
                 if found:
                     rec["obj"].append(float(np.linalg.norm(cube_gen[m] - cube_true[m])))
                 rec["state"].append(float(np.linalg.norm(out["env_state"][i, hz, :2] - cube_true[m])))
-            agree_by_repeat[r].append(bool(out["success_prob"][i, t_end] > 0.5) == ep.success)
+            predicted[r, start + i] = out["success_prob"][i, t_end] > 0.5
+            agree_by_repeat[r].append(bool(predicted[r, start + i]) == ep.success)
             last_state = ep.env_state[t_end].copy()
             detected = cube_gen[-1]
             if np.isfinite(detected).all():
@@ -196,7 +206,11 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     real_idm, head_acc, head_bal = _real_frame_metrics(model, episodes)
     contact = contact_fidelity(model, episodes, detect_cube_xy, seed=seed, steps=steps)
     frames = torch.from_numpy(np.concatenate([ep.obs[cam] for ep in episodes[:64]])).permute(0, 3, 1, 2)
+    replays = None
+    if replay_p_success is not None:
+        replays = float(np.mean(np.where(predicted, replay_p_success[None], 1 - replay_p_success[None])))
     return {
+        "success_agreement_replays": replays,
         "psnr": by_h("psnr"), "ssim": by_h("ssim"), "object_error": by_h("obj"),
         "object_error_median": by_h("obj", np.median), "object_detect_rate": by_h("found"),
         "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},

@@ -83,6 +83,14 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
         assert key in m, key
     assert set(m["psnr"]) == {"1", "8"} and m["count"]["1"] == 3
     assert 0.0 <= m["success_agreement"] <= 1.0
+    # --replays with only nudges the frame shows (3 cm): no replay counts, so the real outcome is the
+    # only one, the ceiling is 1 and the agreement over replays is the plain agreement
+    assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out / "rp"),
+                 "--horizons", "1", "--replays", "--replay-shifts-mm", "0", "30", "--replay-turns-deg", "0"]) == 0
+    rp = json.loads((out / "rp" / "metrics.json").read_text())
+    assert rp["replay_nudges"] == 3 and rp["replay_identical_starts"] == [0, 0, 0]
+    assert rp["success_agreement_ceiling"] == 1.0
+    assert rp["success_agreement_replays"] == pytest.approx(rp["success_agreement"])
     # two rollouts of every episode: the first is the single run's (same noise), the figures pool both
     assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out / "r2"),
                  "--horizons", "1", "8", "--repeats", "2"]) == 0

@@ -10,6 +10,12 @@ success_agreement_per_repeat), success_agreement_detector, success_agreement_sta
 success_head_accuracy, success_head_balanced_accuracy, idm_error_real, idm_error_generated,
 reconstruction_psnr, contact (teacher-forced: does the generated cube move when the real one does, and as
 far, head-on and in glancing contact?). See wmsuite/eval_harness/fidelity.py for the definitions.
+
+With --replays, the real simulator replays every episode's actions from the starts whose first frame
+is identical to the episode's (wmsuite/eval_harness/replays.py) and the figures gain
+success_agreement_ceiling (the most any model reading the frame can agree over those replays),
+success_agreement_replays (this model's agreement over them) and replay_flip_rate_successes /
+replay_flip_rate_failures.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from wmsuite.cli.common import seed_everything
@@ -51,6 +58,14 @@ class EvalWMConfig:
     repeats: int = 1
     """Open-loop rollouts of every episode, each with other sampling noise; the figures pool them and
     success_agreement_per_repeat shows how far one rollout's agreement can move (5 for the docs' figures)."""
+    replays: bool = False
+    """Also replay every episode in the real simulator from the starts (cube nudged by the grid below)
+    whose first frame is bit-identical to its own, for success_agreement_ceiling and
+    success_agreement_replays: how much of the outcome the frame can decide at all (~1 min for 60 episodes)."""
+    replay_shifts_mm: list[float] = field(default_factory=lambda: [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0])
+    """Cube shifts along x and along y (every pair) tried for --replays, in mm."""
+    replay_turns_deg: list[float] = field(default_factory=lambda: [-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0])
+    """Cube turns about the vertical tried with every shift for --replays, in degrees."""
 
     def __post_init__(self) -> None:
         if not self.horizons or min(self.horizons) < 1:
@@ -84,16 +99,30 @@ def run(cfg: EvalWMConfig) -> int:
     model = load_world_model(cfg.wm, device=cfg.device)
     episodes = load_episodes(cfg.data, limit=cfg.max_episodes or None)
     detect, success = task_functions(cfg.env)
+    replays = _replays(cfg, episodes, model.cfg.camera) if cfg.replays else {}
     start = time.time()
     metrics = evaluate_fidelity(model, episodes, detect, success, horizons=cfg.horizons,
                                 batch_size=cfg.batch_size, seed=cfg.seed, steps=cfg.sampling_steps or None,
-                                repeats=cfg.repeats)
+                                repeats=cfg.repeats, replay_p_success=replays.get("replay_p_success"))
+    metrics.update({k: v.tolist() if hasattr(v, "tolist") else v for k, v in replays.items()})
     metrics["wall_seconds"] = time.time() - start
     metrics["wm"], metrics["data"] = str(cfg.wm), str(cfg.data)
     _print(metrics)
     if cfg.out:
         print(f"wrote {write_metrics(cfg.out, metrics)}")
     return 0
+
+
+def _replays(cfg: EvalWMConfig, episodes: list, camera: str) -> dict:
+    from wmsuite.envs import make_env
+    from wmsuite.eval_harness.replays import frame_identical_outcomes, nudge_grid
+
+    env = make_env(cfg.env, cameras=()).unwrapped
+    env.reset(seed=0)
+    try:
+        return frame_identical_outcomes(env, episodes, nudge_grid(cfg.replay_shifts_mm, cfg.replay_turns_deg), camera)
+    finally:
+        env.close()
 
 
 def _print(m: dict) -> None:
@@ -111,6 +140,11 @@ def _print(m: dict) -> None:
                               "success_head_accuracy", "success_head_balanced_accuracy", "idm_error_real",
                               "idm_error_generated", "reconstruction_psnr")}
     print(json.dumps(rest, indent=1))
+    if m.get("success_agreement_ceiling") is not None:
+        print(f"real simulator from frame-identical starts ({m['replay_nudges']} nudges tried, median "
+              f"{np.median(m['replay_identical_starts']):.0f} identical): {_r(m['replay_flip_rate_successes'])} of "
+              f"the successes' replays fail; any model reading the frame agrees over them at most "
+              f"{m['success_agreement_ceiling']:.3f}, this one {m['success_agreement_replays']:.3f}")
     if m["repeats"] > 1:
         per = m["success_agreement_per_repeat"]
         print(f"success_agreement per rollout: {', '.join(f'{a:.3f}' for a in per)} (min {min(per):.3f}, "

@@ -1,0 +1,87 @@
+"""The real simulator's own agreement with an episode's outcome, from starts a frame cannot tell apart.
+
+`eval-wm`'s success_agreement rolls a world model from an episode's first frame with the episode's
+recorded actions and asks whether the cube is in the goal at the episode's last step. Here the real
+simulator answers the same question from nudged starts: the episode's first simulator state with the
+cube shifted and turned by every step of a small grid, keeping only the nudges whose rendered first
+frame is bit-identical to the episode's own. Replaying the recorded actions open-loop from each of
+them gives p, the share of frame-identical starts (the episode's own included) that succeed.
+
+A model that sees the frame and the actions gets the same input from all of them, so over the
+episode and its frame-identical replays it agrees with the real outcome on at most max(p, 1 - p):
+
+    success_agreement_ceiling   mean over episodes of max(p, 1 - p)
+    success_agreement_replays   a model's agreement over those replays: p where it predicts success,
+                                1 - p where it predicts failure (computed in fidelity.py)
+    replay_flip_rate_*          share of frame-identical replays whose outcome differs from the episode's
+
+The episode's own start is not a random one of its frame-identical starts: its actions were chosen
+by a closed-loop policy for that exact state, so on the episodes alone a model can score above the
+ceiling by guessing that recorded pushes succeed. The ceiling is of the physics, not of the file.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import mujoco
+import numpy as np
+from tqdm.auto import tqdm
+
+from wmsuite.types import Episode
+
+
+def nudge_grid(shifts_mm: Sequence[float], turns_deg: Sequence[float]) -> list[tuple[float, float, float]]:
+    """Every (dx m, dy m, dyaw rad) with dx, dy from `shifts_mm` and dyaw from `turns_deg`, but no nudge at all."""
+    return [(dx / 1000, dy / 1000, float(np.radians(t))) for dx, dy, t in
+            itertools.product(shifts_mm, shifts_mm, turns_deg) if (dx, dy, t) != (0, 0, 0)]
+
+
+def replay(env: Any, episode: Episode, nudge: tuple[float, float, float], camera: str) -> tuple[bool, bool]:
+    """(first frame bit-identical to the episode's, success at its last step) for one nudged start of
+    `episode` in `env` (an unwrapped task env with set_sim_state, nudge_cube and render_camera)."""
+    first = episode.obs[camera][0]
+    env.set_sim_state(episode.sim_states[0])
+    env.nudge_cube(nudge[:2], nudge[2])
+    mujoco.mj_forward(env.model, env.data)
+    same = bool(np.array_equal(env.render_camera(camera, first.shape[0]), first))
+    if not same:  # not a start the model could mistake for the episode's: no need to replay it
+        return False, False
+    for action in episode.actions:
+        info = env.step(action)[4]
+    return True, bool(info["is_success"])
+
+
+def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequence[tuple[float, float, float]],
+                             camera: str = "top") -> dict[str, Any]:
+    """Per episode, the outcomes of its frame-identical replays (see the module docstring).
+
+    Returns replay_p_success (N,) floats, replay_identical_starts (N,) ints, success_agreement_ceiling,
+    replay_flip_rate_successes / _failures (None where no such replay exists), replay_nudges.
+    `env` must be the episodes' task built without cameras in its observations (cameras=()) and
+    reset once; every episode must carry sim_states (`wmsuite collect` records them).
+    """
+    for i, ep in enumerate(episodes):
+        if ep.sim_states.shape[1] == 0 or ep.length == 0:
+            raise ValueError(f"episode {i} has no simulator states or no actions; record episodes with "
+                             "`wmsuite collect` to replay them")
+    p, counts, flips = [], [], {True: [], False: []}
+    for ep in tqdm(episodes, desc="replays", unit="ep", leave=False):
+        same, success = replay(env, ep, (0.0, 0.0, 0.0), camera)
+        if not same or success != ep.success:
+            raise RuntimeError("replaying an episode from its own start did not give back its first frame and "
+                               "outcome: it was recorded with another scene, camera or simulator version")
+        outcomes = [s for same, s in (replay(env, ep, n, camera) for n in nudges) if same]
+        flips[ep.success].extend(s != ep.success for s in outcomes)
+        p.append((ep.success + sum(outcomes)) / (1 + len(outcomes)))
+        counts.append(len(outcomes))
+    p_arr = np.asarray(p)
+    return {
+        "replay_p_success": p_arr, "replay_identical_starts": np.asarray(counts),
+        "success_agreement_ceiling": float(np.mean(np.maximum(p_arr, 1 - p_arr))),
+        "replay_flip_rate_successes": float(np.mean(flips[True])) if flips[True] else None,
+        "replay_flip_rate_failures": float(np.mean(flips[False])) if flips[False] else None,
+        "replay_nudges": len(nudges),
+    }

@@ -1,0 +1,74 @@
+"""The real-simulator replays behind eval-wm's success_agreement_ceiling, checked on real PushCube episodes:
+a replay from an episode's own start gives its frame and outcome back, a nudge the frame shows is not
+counted, one it cannot show is, and the ceiling follows from the counted outcomes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from wmsuite.eval_harness.replays import frame_identical_outcomes, nudge_grid, replay
+from wmsuite.rollout import RolloutConfig, rollout
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    from wmsuite.envs import make_env
+    from wmsuite.envs.experts import make_expert
+
+    env = gym.vector.SyncVectorEnv([lambda: make_env("wmsuite/PushCube-v0")],
+                                   autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    return list(rollout(make_expert("wmsuite/PushCube-v0", skill=1.0, seed=0), env,
+                        RolloutConfig(episodes=3, seed=0, progress=False)))
+
+
+@pytest.fixture(scope="module")
+def env():
+    from wmsuite.envs import make_env
+
+    env = make_env("wmsuite/PushCube-v0", cameras=()).unwrapped
+    env.reset(seed=0)
+    yield env
+    env.close()
+
+
+def test_nudge_grid_is_every_combination_but_none():
+    grid = nudge_grid([-1.0, 0.0, 1.0], [0.0, 2.0])
+    assert len(grid) == 3 * 3 * 2 - 1 and (0.0, 0.0, 0.0) not in grid
+    assert (0.001, -0.001, pytest.approx(np.radians(2.0))) in grid
+
+
+def test_own_start_replays_exactly_and_visible_nudges_are_not_counted(episodes, env):
+    ep = episodes[0]
+    assert replay(env, ep, (0.0, 0.0, 0.0), "top") == (True, ep.success)
+    # 3 cm is three pixels of the 64 px frame: the frame shows it, so it is no start to mistake for the episode's
+    assert replay(env, ep, (0.03, 0.0, 0.0), "top")[0] is False
+    out = frame_identical_outcomes(env, episodes, [(0.03, 0.0, 0.0), (0.0, -0.03, 0.5)])
+    assert out["replay_identical_starts"].tolist() == [0, 0, 0]
+    assert out["replay_p_success"].tolist() == [float(e.success) for e in episodes]
+    assert out["success_agreement_ceiling"] == 1.0 and out["replay_flip_rate_successes"] is None
+
+
+def test_invisible_nudges_are_replayed_and_set_the_ceiling(episodes, env):
+    nudges = [(1e-6, 0.0, 0.0), (0.0, 0.0, 1e-5)]  # a micrometre, a thousandth of a degree: no pixel changes
+    out = frame_identical_outcomes(env, episodes, nudges)
+    assert out["replay_identical_starts"].tolist() == [2, 2, 2]
+    p = out["replay_p_success"]
+    for ep, share in zip(episodes, p):  # (own outcome + the two replays' successes) / 3
+        outcomes = [replay(env, ep, n, "top")[1] for n in nudges]
+        assert share == pytest.approx((ep.success + sum(outcomes)) / 3)
+    assert out["success_agreement_ceiling"] == pytest.approx(np.mean(np.maximum(p, 1 - p)))
+
+
+def test_episodes_that_cannot_be_replayed_are_refused(episodes, env):
+    bare = dataclasses.replace(episodes[0], sim_states=np.zeros((episodes[0].length + 1, 0)))
+    with pytest.raises(ValueError, match="simulator states"):
+        frame_identical_outcomes(env, [bare], [])
+    frames = episodes[0].obs["top"].copy()
+    frames[0] = 255 - frames[0]  # a first frame the recorded state does not render
+    other = dataclasses.replace(episodes[0], obs={"top": frames})
+    with pytest.raises(RuntimeError, match="did not give back"):
+        frame_identical_outcomes(env, [other], [])
