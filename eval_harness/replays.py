@@ -11,6 +11,8 @@ A model that sees the frame and the actions gets the same input from all of them
 episode and its frame-identical replays it agrees with the real outcome on at most max(p, 1 - p):
 
     success_agreement_ceiling   mean over episodes of max(p, 1 - p)
+    success_agreement_sampler   mean of p^2 + (1 - p)^2: the agreement over those replays of a perfect
+                                simulator started from a random one of the frame-identical starts
     success_agreement_replays   a model's agreement over those replays: p where it predicts success,
                                 1 - p where it predicts failure (computed in fidelity.py)
     replay_flip_rate_*          share of frame-identical replays whose outcome differs from the episode's
@@ -81,6 +83,7 @@ def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequ
     return {
         "replay_p_success": p_arr, "replay_identical_starts": np.asarray(counts),
         "success_agreement_ceiling": float(np.mean(np.maximum(p_arr, 1 - p_arr))),
+        "success_agreement_sampler": float(np.mean(p_arr**2 + (1 - p_arr) ** 2)),
         "replay_flip_rate_successes": float(np.mean(flips[True])) if flips[True] else None,
         "replay_flip_rate_failures": float(np.mean(flips[False])) if flips[False] else None,
         "replay_nudges": len(nudges),

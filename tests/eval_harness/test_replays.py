@@ -49,7 +49,8 @@ def test_own_start_replays_exactly_and_visible_nudges_are_not_counted(episodes, 
     out = frame_identical_outcomes(env, episodes, [(0.03, 0.0, 0.0), (0.0, -0.03, 0.5)])
     assert out["replay_identical_starts"].tolist() == [0, 0, 0]
     assert out["replay_p_success"].tolist() == [float(e.success) for e in episodes]
-    assert out["success_agreement_ceiling"] == 1.0 and out["replay_flip_rate_successes"] is None
+    assert out["success_agreement_ceiling"] == out["success_agreement_sampler"] == 1.0
+    assert out["replay_flip_rate_successes"] is None
 
 
 def test_invisible_nudges_are_replayed_and_set_the_ceiling(episodes, env):
@@ -61,6 +62,7 @@ def test_invisible_nudges_are_replayed_and_set_the_ceiling(episodes, env):
         outcomes = [replay(env, ep, n, "top")[1] for n in nudges]
         assert share == pytest.approx((ep.success + sum(outcomes)) / 3)
     assert out["success_agreement_ceiling"] == pytest.approx(np.mean(np.maximum(p, 1 - p)))
+    assert out["success_agreement_sampler"] == pytest.approx(np.mean(p**2 + (1 - p) ** 2))
 
 
 def test_episodes_that_cannot_be_replayed_are_refused(episodes, env):

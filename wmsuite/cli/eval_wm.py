@@ -14,6 +14,7 @@ far, head-on and in glancing contact?). See wmsuite/eval_harness/fidelity.py for
 With --replays, the real simulator replays every episode's actions from the starts whose first frame
 is identical to the episode's (wmsuite/eval_harness/replays.py) and the figures gain
 success_agreement_ceiling (the most any model reading the frame can agree over those replays),
+success_agreement_sampler (a perfect simulator's agreement from a random one of those starts),
 success_agreement_replays (this model's agreement over them) and replay_flip_rate_successes /
 replay_flip_rate_failures.
 """
@@ -144,7 +145,8 @@ def _print(m: dict) -> None:
         print(f"real simulator from frame-identical starts ({m['replay_nudges']} nudges tried, median "
               f"{np.median(m['replay_identical_starts']):.0f} identical): {_r(m['replay_flip_rate_successes'])} of "
               f"the successes' replays fail; any model reading the frame agrees over them at most "
-              f"{m['success_agreement_ceiling']:.3f}, this one {m['success_agreement_replays']:.3f}")
+              f"{m['success_agreement_ceiling']:.3f}, a perfect simulator from a random one of them "
+              f"{m['success_agreement_sampler']:.3f}, this model {m['success_agreement_replays']:.3f}")
     if m["repeats"] > 1:
         per = m["success_agreement_per_repeat"]
         print(f"success_agreement per rollout: {', '.join(f'{a:.3f}' for a in per)} (min {min(per):.3f}, "
