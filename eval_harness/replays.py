@@ -16,17 +16,30 @@ episode and its frame-identical replays it agrees with the real outcome on at mo
     success_agreement_replays   a model's agreement over those replays: p where it predicts success,
                                 1 - p where it predicts failure (computed in fidelity.py)
     replay_flip_rate_*          share of frame-identical replays whose outcome differs from the episode's
+    replay_end_shift_median     median distance (m) between where a frame-identical replay leaves the cube
+                                and where the episode's own replay does (environment_state[:2], the
+                                cube's x, y in PushCube)
+
+On the episodes alone, the figures to hold eval-wm's success_agreement against:
+
+    success_agreement_sampler_episodes
+        mean of p over the successes and of 1 - p over the failures: a perfect simulator started from
+        a random one of the frame-identical starts
+    success_agreement_mode_episodes
+        share of episodes whose outcome is the one most of their frame-identical starts give (a tie
+        counts a half): a perfect simulator that always answers with the frame's likelier outcome
 
 The episode's own start is not a random one of its frame-identical starts: its actions were chosen
-by a closed-loop policy for that exact state, so on the episodes alone a model can score above the
-ceiling by guessing that recorded pushes succeed. The ceiling is of the physics, not of the file.
+by a closed-loop policy for that exact state, and the episode ended the step it succeeded. So on the
+episodes alone a model can score above both simulators by guessing that recorded pushes succeed,
+which is not simulating. The ceiling is of the physics, not of the file.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import mujoco
 import numpy as np
@@ -41,19 +54,28 @@ def nudge_grid(shifts_mm: Sequence[float], turns_deg: Sequence[float]) -> list[t
             itertools.product(shifts_mm, shifts_mm, turns_deg) if (dx, dy, t) != (0, 0, 0)]
 
 
-def replay(env: Any, episode: Episode, nudge: tuple[float, float, float], camera: str) -> tuple[bool, bool]:
-    """(first frame bit-identical to the episode's, success at its last step) for one nudged start of
-    `episode` in `env` (an unwrapped task env with set_sim_state, nudge_cube and render_camera)."""
+class Replay(NamedTuple):
+    same: bool
+    """The nudged start renders a first frame bit-identical to the episode's."""
+    success: bool
+    """Success at the episode's last step (False where not `same`: such starts are not replayed)."""
+    env_state: np.ndarray | None
+    """(E,) environment_state after the last action (None where not `same`)."""
+
+
+def replay(env: Any, episode: Episode, nudge: tuple[float, float, float], camera: str) -> Replay:
+    """One nudged start of `episode` in `env` (an unwrapped task env with set_sim_state, nudge_cube and
+    render_camera), replayed with the episode's actions if its first frame is the episode's."""
     first = episode.obs[camera][0]
     env.set_sim_state(episode.sim_states[0])
     env.nudge_cube(nudge[:2], nudge[2])
     mujoco.mj_forward(env.model, env.data)
     same = bool(np.array_equal(env.render_camera(camera, first.shape[0]), first))
     if not same:  # not a start the model could mistake for the episode's: no need to replay it
-        return False, False
+        return Replay(False, False, None)
     for action in episode.actions:
-        info = env.step(action)[4]
-    return True, bool(info["is_success"])
+        obs, _, _, _, info = env.step(action)
+    return Replay(True, bool(info["is_success"]), obs["environment_state"])
 
 
 def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequence[tuple[float, float, float]],
@@ -61,7 +83,9 @@ def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequ
     """Per episode, the outcomes of its frame-identical replays (see the module docstring).
 
     Returns replay_p_success (N,) floats, replay_identical_starts (N,) ints, success_agreement_ceiling,
-    replay_flip_rate_successes / _failures (None where no such replay exists), replay_nudges.
+    success_agreement_sampler, success_agreement_sampler_episodes, success_agreement_mode_episodes,
+    replay_flip_rate_successes / _failures and replay_end_shift_median (None where no such replay
+    exists), replay_nudges.
     `env` must be the episodes' task built without cameras in its observations (cameras=()) and
     reset once; every episode must carry sim_states (`wmsuite collect` records them).
     """
@@ -69,22 +93,29 @@ def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequ
         if ep.sim_states.shape[1] == 0 or ep.length == 0:
             raise ValueError(f"episode {i} has no simulator states or no actions; record episodes with "
                              "`wmsuite collect` to replay them")
-    p, counts, flips = [], [], {True: [], False: []}
+    p, counts, flips, shifts = [], [], {True: [], False: []}, []
     for ep in tqdm(episodes, desc="replays", unit="ep", leave=False):
-        same, success = replay(env, ep, (0.0, 0.0, 0.0), camera)
-        if not same or success != ep.success:
+        own = replay(env, ep, (0.0, 0.0, 0.0), camera)
+        if not own.same or own.success != ep.success:
             raise RuntimeError("replaying an episode from its own start did not give back its first frame and "
                                "outcome: it was recorded with another scene, camera or simulator version")
-        outcomes = [s for same, s in (replay(env, ep, n, camera) for n in nudges) if same]
+        replays = [r for r in (replay(env, ep, n, camera) for n in nudges) if r.same]
+        outcomes = [r.success for r in replays]
         flips[ep.success].extend(s != ep.success for s in outcomes)
+        shifts.extend(float(np.linalg.norm(r.env_state[:2] - own.env_state[:2])) for r in replays)
         p.append((ep.success + sum(outcomes)) / (1 + len(outcomes)))
         counts.append(len(outcomes))
     p_arr = np.asarray(p)
+    real = np.array([ep.success for ep in episodes])
+    p_real = np.where(real, p_arr, 1 - p_arr)  # share of the frame-identical starts with the episode's outcome
     return {
         "replay_p_success": p_arr, "replay_identical_starts": np.asarray(counts),
         "success_agreement_ceiling": float(np.mean(np.maximum(p_arr, 1 - p_arr))),
         "success_agreement_sampler": float(np.mean(p_arr**2 + (1 - p_arr) ** 2)),
+        "success_agreement_sampler_episodes": float(np.mean(p_real)),
+        "success_agreement_mode_episodes": float(np.mean(np.where(p_real == 0.5, 0.5, p_real > 0.5))),
         "replay_flip_rate_successes": float(np.mean(flips[True])) if flips[True] else None,
         "replay_flip_rate_failures": float(np.mean(flips[False])) if flips[False] else None,
         "replay_nudges": len(nudges),
+        "replay_end_shift_median": float(np.median(shifts)) if shifts else None,
     }

@@ -43,14 +43,17 @@ def test_nudge_grid_is_every_combination_but_none():
 
 def test_own_start_replays_exactly_and_visible_nudges_are_not_counted(episodes, env):
     ep = episodes[0]
-    assert replay(env, ep, (0.0, 0.0, 0.0), "top") == (True, ep.success)
+    own = replay(env, ep, (0.0, 0.0, 0.0), "top")
+    assert (own.same, own.success) == (True, ep.success)
+    np.testing.assert_array_equal(own.env_state, ep.env_state[-1])  # the recorded end, bit for bit
     # 3 cm is three pixels of the 64 px frame: the frame shows it, so it is no start to mistake for the episode's
-    assert replay(env, ep, (0.03, 0.0, 0.0), "top")[0] is False
+    assert replay(env, ep, (0.03, 0.0, 0.0), "top").same is False
     out = frame_identical_outcomes(env, episodes, [(0.03, 0.0, 0.0), (0.0, -0.03, 0.5)])
     assert out["replay_identical_starts"].tolist() == [0, 0, 0]
     assert out["replay_p_success"].tolist() == [float(e.success) for e in episodes]
     assert out["success_agreement_ceiling"] == out["success_agreement_sampler"] == 1.0
-    assert out["replay_flip_rate_successes"] is None
+    assert out["success_agreement_sampler_episodes"] == out["success_agreement_mode_episodes"] == 1.0
+    assert out["replay_flip_rate_successes"] is None and out["replay_end_shift_median"] is None
 
 
 def test_invisible_nudges_are_replayed_and_set_the_ceiling(episodes, env):
@@ -58,9 +61,16 @@ def test_invisible_nudges_are_replayed_and_set_the_ceiling(episodes, env):
     out = frame_identical_outcomes(env, episodes, nudges)
     assert out["replay_identical_starts"].tolist() == [2, 2, 2]
     p = out["replay_p_success"]
+    same_outcome, shifts = [], []  # per episode, the share of its 3 starts that end as it did
     for ep, share in zip(episodes, p):  # (own outcome + the two replays' successes) / 3
-        outcomes = [replay(env, ep, n, "top")[1] for n in nudges]
+        replays = [replay(env, ep, n, "top") for n in nudges]
+        outcomes = [r.success for r in replays]
         assert share == pytest.approx((ep.success + sum(outcomes)) / 3)
+        same_outcome.append((1 + sum(o == ep.success for o in outcomes)) / 3)
+        shifts += [np.hypot(*(r.env_state[:2] - ep.env_state[-1][:2])) for r in replays]
+    assert out["replay_end_shift_median"] == pytest.approx(np.median(shifts))
+    assert out["success_agreement_sampler_episodes"] == pytest.approx(np.mean(same_outcome))
+    assert out["success_agreement_mode_episodes"] == pytest.approx(np.mean([s > 0.5 for s in same_outcome]))
     assert out["success_agreement_ceiling"] == pytest.approx(np.mean(np.maximum(p, 1 - p)))
     assert out["success_agreement_sampler"] == pytest.approx(np.mean(p**2 + (1 - p) ** 2))
 

@@ -90,6 +90,7 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path):
     rp = json.loads((out / "rp" / "metrics.json").read_text())
     assert rp["replay_nudges"] == 3 and rp["replay_identical_starts"] == [0, 0, 0]
     assert rp["success_agreement_ceiling"] == 1.0
+    assert rp["success_agreement_sampler_episodes"] == rp["success_agreement_mode_episodes"] == 1.0
     assert rp["success_agreement_replays"] == pytest.approx(rp["success_agreement"])
     # two rollouts of every episode: the first is the single run's (same noise), the figures pool both
     assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out / "r2"),

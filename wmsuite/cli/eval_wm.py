@@ -15,8 +15,10 @@ With --replays, the real simulator replays every episode's actions from the star
 is identical to the episode's (wmsuite/eval_harness/replays.py) and the figures gain
 success_agreement_ceiling (the most any model reading the frame can agree over those replays),
 success_agreement_sampler (a perfect simulator's agreement from a random one of those starts),
-success_agreement_replays (this model's agreement over them) and replay_flip_rate_successes /
-replay_flip_rate_failures.
+success_agreement_replays (this model's agreement over them), replay_flip_rate_successes /
+replay_flip_rate_failures, replay_end_shift_median, and on the episodes alone, beside success_agreement,
+success_agreement_sampler_episodes and success_agreement_mode_episodes (a perfect simulator started
+from a random frame-identical start, or answering with the frame's likelier outcome).
 """
 
 from __future__ import annotations
@@ -143,10 +145,14 @@ def _print(m: dict) -> None:
     print(json.dumps(rest, indent=1))
     if m.get("success_agreement_ceiling") is not None:
         print(f"real simulator from frame-identical starts ({m['replay_nudges']} nudges tried, median "
-              f"{np.median(m['replay_identical_starts']):.0f} identical): {_r(m['replay_flip_rate_successes'])} of "
-              f"the successes' replays fail; any model reading the frame agrees over them at most "
+              f"{np.median(m['replay_identical_starts']):.1f} identical): {_r(m['replay_flip_rate_successes'])} of "
+              f"the successes' replays fail, and a replay's cube ends a median {_m(m['replay_end_shift_median'])} "
+              f"from the episode's; any model reading the frame agrees over them at most "
               f"{m['success_agreement_ceiling']:.3f}, a perfect simulator from a random one of them "
               f"{m['success_agreement_sampler']:.3f}, this model {m['success_agreement_replays']:.3f}")
+        print(f"on the episodes alone: this model {m['success_agreement']:.3f}; a perfect simulator from a random "
+              f"frame-identical start {m['success_agreement_sampler_episodes']:.3f}, one answering with the "
+              f"frame's likelier outcome {m['success_agreement_mode_episodes']:.3f}")
     if m["repeats"] > 1:
         per = m["success_agreement_per_repeat"]
         print(f"success_agreement per rollout: {', '.join(f'{a:.3f}' for a in per)} (min {min(per):.3f}, "
