@@ -9,26 +9,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from wmsuite.eval_harness.fidelity import contact_fidelity
-from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.world_models.codec import make_codec
 from wmsuite.world_models.config import CodecConfig
-
-
-@pytest.fixture(scope="module")
-def pushed_episodes():
-    from wmsuite.envs import make_env
-    from wmsuite.envs.experts import make_expert
-
-    env = gym.vector.SyncVectorEnv([lambda: make_env("wmsuite/PushCube-v0")],
-                                   autoreset_mode=gym.vector.AutoresetMode.DISABLED)
-    return list(rollout(make_expert("wmsuite/PushCube-v0", skill=1.0, seed=0), env,
-                        RolloutConfig(episodes=4, seed=0, progress=False)))
 
 
 class _TableModel:

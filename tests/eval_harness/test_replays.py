@@ -6,23 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
 from wmsuite.eval_harness.replays import frame_identical_outcomes, nudge_grid, replay
-from wmsuite.rollout import RolloutConfig, rollout
-
-
-@pytest.fixture(scope="module")
-def episodes():
-    from wmsuite.envs import make_env
-    from wmsuite.envs.experts import make_expert
-
-    env = gym.vector.SyncVectorEnv([lambda: make_env("wmsuite/PushCube-v0")],
-                                   autoreset_mode=gym.vector.AutoresetMode.DISABLED)
-    return list(rollout(make_expert("wmsuite/PushCube-v0", skill=1.0, seed=0), env,
-                        RolloutConfig(episodes=3, seed=0, progress=False)))
 
 
 @pytest.fixture(scope="module")
@@ -41,28 +28,28 @@ def test_nudge_grid_is_every_combination_but_none():
     assert (0.001, -0.001, pytest.approx(np.radians(2.0))) in grid
 
 
-def test_own_start_replays_exactly_and_visible_nudges_are_not_counted(episodes, env):
-    ep = episodes[0]
+def test_own_start_replays_exactly_and_visible_nudges_are_not_counted(pushed_episodes, env):
+    ep = pushed_episodes[0]
     own = replay(env, ep, (0.0, 0.0, 0.0), "top")
     assert (own.same, own.success) == (True, ep.success)
     np.testing.assert_array_equal(own.env_state, ep.env_state[-1])  # the recorded end, bit for bit
     # 3 cm is three pixels of the 64 px frame: the frame shows it, so it is no start to mistake for the episode's
     assert replay(env, ep, (0.03, 0.0, 0.0), "top").same is False
-    out = frame_identical_outcomes(env, episodes, [(0.03, 0.0, 0.0), (0.0, -0.03, 0.5)])
-    assert out["replay_identical_starts"].tolist() == [0, 0, 0]
-    assert out["replay_p_success"].tolist() == [float(e.success) for e in episodes]
+    out = frame_identical_outcomes(env, pushed_episodes, [(0.03, 0.0, 0.0), (0.0, -0.03, 0.5)])
+    assert out["replay_identical_starts"].tolist() == [0] * len(pushed_episodes)
+    assert out["replay_p_success"].tolist() == [float(e.success) for e in pushed_episodes]
     assert out["success_agreement_ceiling"] == out["success_agreement_sampler"] == 1.0
     assert out["success_agreement_sampler_episodes"] == out["success_agreement_mode_episodes"] == 1.0
     assert out["replay_flip_rate_successes"] is None and out["replay_end_shift_median"] is None
 
 
-def test_invisible_nudges_are_replayed_and_set_the_ceiling(episodes, env):
+def test_invisible_nudges_are_replayed_and_set_the_ceiling(pushed_episodes, env):
     nudges = [(1e-6, 0.0, 0.0), (0.0, 0.0, 1e-5)]  # a micrometre, a thousandth of a degree: no pixel changes
-    out = frame_identical_outcomes(env, episodes, nudges)
-    assert out["replay_identical_starts"].tolist() == [2, 2, 2]
+    out = frame_identical_outcomes(env, pushed_episodes, nudges)
+    assert out["replay_identical_starts"].tolist() == [2] * len(pushed_episodes)
     p = out["replay_p_success"]
     same_outcome, shifts = [], []  # per episode, the share of its 3 starts that end as it did
-    for ep, share in zip(episodes, p):  # (own outcome + the two replays' successes) / 3
+    for ep, share in zip(pushed_episodes, p):  # (own outcome + the two replays' successes) / 3
         replays = [replay(env, ep, n, "top") for n in nudges]
         outcomes = [r.success for r in replays]
         assert share == pytest.approx((ep.success + sum(outcomes)) / 3)
@@ -75,12 +62,12 @@ def test_invisible_nudges_are_replayed_and_set_the_ceiling(episodes, env):
     assert out["success_agreement_sampler"] == pytest.approx(np.mean(p**2 + (1 - p) ** 2))
 
 
-def test_episodes_that_cannot_be_replayed_are_refused(episodes, env):
-    bare = dataclasses.replace(episodes[0], sim_states=np.zeros((episodes[0].length + 1, 0)))
+def test_episodes_that_cannot_be_replayed_are_refused(pushed_episodes, env):
+    bare = dataclasses.replace(pushed_episodes[0], sim_states=np.zeros((pushed_episodes[0].length + 1, 0)))
     with pytest.raises(ValueError, match="simulator states"):
         frame_identical_outcomes(env, [bare], [])
-    frames = episodes[0].obs["top"].copy()
+    frames = pushed_episodes[0].obs["top"].copy()
     frames[0] = 255 - frames[0]  # a first frame the recorded state does not render
-    other = dataclasses.replace(episodes[0], obs={"top": frames})
+    other = dataclasses.replace(pushed_episodes[0], obs={"top": frames})
     with pytest.raises(RuntimeError, match="did not give back"):
         frame_identical_outcomes(env, [other], [])
