@@ -89,6 +89,9 @@ def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequ
     `env` must be the episodes' task built without cameras in its observations (cameras=()) and
     reset once; every episode must carry sim_states (`wmsuite collect` records them).
     """
+    if not callable(getattr(env, "nudge_cube", None)):
+        raise ValueError(f"{type(env).__name__} cannot nudge its object (it has no nudge_cube method); "
+                         "frame-identical replays are measured on wmsuite/PushCube-v0")
     for i, ep in enumerate(episodes):
         if ep.sim_states.shape[1] == 0 or ep.length == 0:
             raise ValueError(f"episode {i} has no simulator states or no actions; record episodes with "

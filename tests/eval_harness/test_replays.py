@@ -71,3 +71,14 @@ def test_episodes_that_cannot_be_replayed_are_refused(pushed_episodes, env):
     other = dataclasses.replace(pushed_episodes[0], obs={"top": frames})
     with pytest.raises(RuntimeError, match="did not give back"):
         frame_identical_outcomes(env, [other], [])
+
+
+def test_a_task_without_a_cube_to_nudge_is_refused(pushed_episodes):
+    from wmsuite.envs import make_env
+
+    env = make_env("wmsuite/PickPlace-v0", cameras=()).unwrapped
+    try:
+        with pytest.raises(ValueError, match="PickPlaceEnv cannot nudge its object"):
+            frame_identical_outcomes(env, pushed_episodes, [])
+    finally:
+        env.close()
