@@ -63,13 +63,19 @@ class Replay(NamedTuple):
     """(E,) environment_state after the last action (None where not `same`)."""
 
 
+def place_nudged(env: Any, sim_state: np.ndarray, nudge: tuple[float, float, float]) -> None:
+    """Restore `sim_state` in `env` (an unwrapped task env with set_sim_state and nudge_cube) with the cube
+    nudged by (dx m, dy m, dyaw rad), ready to render."""
+    env.set_sim_state(sim_state)
+    env.nudge_cube(nudge[:2], nudge[2])
+    mujoco.mj_forward(env.model, env.data)
+
+
 def replay(env: Any, episode: Episode, nudge: tuple[float, float, float], camera: str) -> Replay:
     """One nudged start of `episode` in `env` (an unwrapped task env with set_sim_state, nudge_cube and
     render_camera), replayed with the episode's actions if its first frame is the episode's."""
     first = episode.obs[camera][0]
-    env.set_sim_state(episode.sim_states[0])
-    env.nudge_cube(nudge[:2], nudge[2])
-    mujoco.mj_forward(env.model, env.data)
+    place_nudged(env, episode.sim_states[0], nudge)
     same = bool(np.array_equal(env.render_camera(camera, first.shape[0]), first))
     if not same:  # not a start the model could mistake for the episode's: no need to replay it
         return Replay(False, False, None)
@@ -109,16 +115,23 @@ def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequ
         p.append((ep.success + sum(outcomes)) / (1 + len(outcomes)))
         counts.append(len(outcomes))
     p_arr = np.asarray(p)
-    real = np.array([ep.success for ep in episodes])
-    p_real = np.where(real, p_arr, 1 - p_arr)  # share of the frame-identical starts with the episode's outcome
     return {
         "replay_p_success": p_arr, "replay_identical_starts": np.asarray(counts),
-        "success_agreement_ceiling": float(np.mean(np.maximum(p_arr, 1 - p_arr))),
-        "success_agreement_sampler": float(np.mean(p_arr**2 + (1 - p_arr) ** 2)),
-        "success_agreement_sampler_episodes": float(np.mean(p_real)),
-        "success_agreement_mode_episodes": float(np.mean(np.where(p_real == 0.5, 0.5, p_real > 0.5))),
+        **agreement_bounds(p_arr, np.array([ep.success for ep in episodes])),
         "replay_flip_rate_successes": float(np.mean(flips[True])) if flips[True] else None,
         "replay_flip_rate_failures": float(np.mean(flips[False])) if flips[False] else None,
         "replay_nudges": len(nudges),
         "replay_end_shift_median": float(np.median(shifts)) if shifts else None,
+    }
+
+
+def agreement_bounds(p: np.ndarray, success: np.ndarray) -> dict[str, float]:
+    """success_agreement_ceiling, _sampler, _sampler_episodes and _mode_episodes (module docstring) from
+    p (N,), each episode's share of frame-identical starts that succeed, and its real outcome (N,) bool."""
+    p_real = np.where(success, p, 1 - p)  # share of the frame-identical starts with the episode's outcome
+    return {
+        "success_agreement_ceiling": float(np.mean(np.maximum(p, 1 - p))),
+        "success_agreement_sampler": float(np.mean(p**2 + (1 - p) ** 2)),
+        "success_agreement_sampler_episodes": float(np.mean(p_real)),
+        "success_agreement_mode_episodes": float(np.mean(np.where(p_real == 0.5, 0.5, p_real > 0.5))),
     }

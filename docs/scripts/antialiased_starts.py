@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from wmsuite.cli.eval_wm import EvalWMConfig
 from wmsuite.data import load_episodes
 from wmsuite.envs import make_env
-from wmsuite.eval_harness.replays import nudge_grid
+from wmsuite.eval_harness.replays import nudge_grid, place_nudged
 
 
 def main() -> None:
@@ -56,17 +56,14 @@ def main() -> None:
     identical = {samples: [] for samples in renderers}
     largest_difference = []
     for ep in tqdm(episodes, desc="episodes", unit="ep"):
-        env.set_sim_state(ep.sim_states[0])
-        mujoco.mj_forward(env.model, env.data)
+        place_nudged(env, ep.sim_states[0], (0.0, 0.0, 0.0))
         start = {samples: render(samples) for samples in renderers}
         if not np.array_equal(start[scene_samples], ep.obs[args.camera][0]):
             raise SystemExit("the episode's own start does not render its recorded frame: recorded with another "
                              "scene or camera")
         counts = dict.fromkeys(renderers, 0)
         for nudge in nudges:
-            env.set_sim_state(ep.sim_states[0])
-            env.nudge_cube(nudge[:2], nudge[2])
-            mujoco.mj_forward(env.model, env.data)
+            place_nudged(env, ep.sim_states[0], nudge)
             for samples in renderers:
                 frame = render(samples)
                 counts[samples] += bool(np.array_equal(frame, start[samples]))
@@ -77,6 +74,7 @@ def main() -> None:
     for r in renderers.values():
         r.close()
     env.close()
+
     def summary(samples: int) -> str:
         counts = identical[samples]
         return (f"offsamples {samples}: median {np.median(counts):g} per episode, {sum(counts)} in all, in "
@@ -86,6 +84,7 @@ def main() -> None:
           f"the episode's: {summary(scene_samples)} (the scene as it is); {summary(args.offsamples)} (largest "
           f"pixel difference from the episode's frame there: median {np.median(largest_difference):g}, 5th "
           f"percentile {np.percentile(largest_difference, 5):g} of 255)")
+
 
 if __name__ == "__main__":
     main()

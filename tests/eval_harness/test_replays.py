@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from wmsuite.eval_harness.replays import frame_identical_outcomes, nudge_grid, replay
+from wmsuite.eval_harness.replays import agreement_bounds, frame_identical_outcomes, nudge_grid, replay
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,15 @@ def test_nudge_grid_is_every_combination_but_none():
     grid = nudge_grid([-1.0, 0.0, 1.0], [0.0, 2.0])
     assert len(grid) == 3 * 3 * 2 - 1 and (0.0, 0.0, 0.0) not in grid
     assert (0.001, -0.001, pytest.approx(np.radians(2.0))) in grid
+
+
+def test_agreement_bounds_by_hand():
+    # a success that 1 of its 4 frame-identical starts gives, a success all give, a failure half give
+    got = agreement_bounds(np.array([0.25, 1.0, 0.5]), np.array([True, True, False]))
+    assert got["success_agreement_ceiling"] == pytest.approx((0.75 + 1.0 + 0.5) / 3)
+    assert got["success_agreement_sampler"] == pytest.approx((0.625 + 1.0 + 0.5) / 3)  # p^2 + (1 - p)^2
+    assert got["success_agreement_sampler_episodes"] == pytest.approx((0.25 + 1.0 + 0.5) / 3)
+    assert got["success_agreement_mode_episodes"] == pytest.approx((0.0 + 1.0 + 0.5) / 3)  # the tie counts a half
 
 
 def test_own_start_replays_exactly_and_visible_nudges_are_not_counted(pushed_episodes, env):
