@@ -2,8 +2,8 @@
 
     from wmsuite.policies import make_policy, load_policy, save_policy
     policy = make_policy("flow", dims, stats, horizon=8)       # a ChunkPolicy with kind="flow"
-    save_policy(policy, "runs/flow/step_001000")
-    policy = load_policy("runs/flow/step_001000")              # or "assets:policies/flow-pushcube"
+    save_policy(policy, "runs/flow/step_1000")
+    policy = load_policy("runs/flow")              # a run's latest/, a checkpoint, or "assets:policies/flow-pushcube"
 
 Both kinds are the same `ChunkPolicy` class (one encoder, one action head whose `mode` is the
 kind); `POLICY_KINDS` is the registry the tests sweep. Checkpoint specs starting with `assets:`
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from wmsuite.checkpoint import load_checkpoint, save_checkpoint
+from wmsuite.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from wmsuite.config import from_dict, to_dict
 from wmsuite.policies.config import PolicyConfig
 from wmsuite.policies.model import ActionHead, ChunkPolicy, ObsEncoder
@@ -66,8 +66,11 @@ def save_policy(policy: ChunkPolicy, path: str | Path, dtype: torch.dtype = torc
 
 
 def load_policy(path: str | Path, device: str = "cpu") -> ChunkPolicy:
-    """Load a checkpoint written by `save_policy` (a directory, or an `assets:` spec) in eval mode."""
+    """Load a checkpoint written by `save_policy` (a directory, a train-policy run directory, whose
+    latest/ it loads, or an `assets:` spec) in eval mode."""
     path = resolve_path(path)
+    if not is_checkpoint(path) and is_checkpoint(path / "latest"):
+        path = path / "latest"
     tensors, config = load_checkpoint(path, expect_class=CHECKPOINT_CLASS)
     for key in ("policy", "dims"):
         if key not in config:

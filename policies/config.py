@@ -16,8 +16,9 @@ class PolicyConfig:
     """Actions executed from each chunk before predicting the next one (<= horizon)."""
     n_obs_steps: int = 1
     """Observations the policy conditions on (the current one; history is not supported yet)."""
-    cameras: tuple[str, ...] = ("top",)
-    """Cameras the image encoder reads (one CNN per camera); empty for a state-only policy."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras the image encoder reads (one CNN per camera); empty for a state-only policy; None:
+    every camera of the training data (train-policy fills them in)."""
     image_size: int = 64
     """Images are resized to image_size x image_size before the encoder."""
     use_env_state: bool = False
@@ -44,11 +45,11 @@ class PolicyConfig:
     """Diffusion: the diffusers beta schedule."""
     prediction_type: Literal["epsilon", "sample"] = "sample"
     """Diffusion: the network predicts the clean chunk ('sample') or the noise ('epsilon', Diffusion Policy's
-    default). With our small MLP head, sample prediction reached 96% on PushCube where epsilon reached 36%
-    (docs/policies.md); old checkpoints that lack this field load as epsilon."""
+    default). With our small MLP head, sample prediction learned PushCube far better (docs/policies.md);
+    old checkpoints that lack this field load as epsilon."""
 
     def __post_init__(self) -> None:
-        self.cameras = tuple(self.cameras)
+        self.cameras = None if self.cameras is None else tuple(self.cameras)
         self.channels = tuple(self.channels)
         if self.kind not in ("flow", "diffusion"):
             raise ValueError(f"kind must be 'flow' or 'diffusion', got {self.kind!r}")

@@ -1,6 +1,6 @@
 """Action-chunk policies: one observation encoder, one action head with a generator mode.
 
-    policy = ChunkPolicy(PolicyConfig(kind="flow"), dims={"action": 2, "agent_pos": 2,
+    policy = ChunkPolicy(PolicyConfig(kind="flow", cameras=("top",)), dims={"action": 2, "agent_pos": 2,
                          "environment_state": 6}, stats=compute_stats(episodes, False))
     loss, logs = policy(batch)                      # training, batch from WindowDataset
     chunk = policy.predict_action_chunk(obs)        # (B, H, A) env actions
@@ -202,6 +202,8 @@ class ChunkPolicy(nn.Module):
 
     def __init__(self, cfg: PolicyConfig, dims: dict[str, int], stats: dict[str, Any]) -> None:
         super().__init__()
+        if cfg.cameras is None:
+            raise ValueError("PolicyConfig.cameras is None; name the cameras the policy reads (() for none)")
         self.cfg = cfg
         self.dims = {k: int(v) for k, v in dims.items()}
         self.normalizer = Normalizer(stats, cfg.use_env_state, self.dims)

@@ -16,16 +16,15 @@ class CodecConfig:
     """'pixel' (default): lossless, parameter-free space-to-depth of the frame into (3 f^2, S/f, S/f)
     latents (pixel-space diffusion on patches); 'patch': a learned variational autoencoder built from
     diffusers ResnetBlock2D at latent resolution (patch conv in, pixel shuffle out); 'autoencoder_kl':
-    a small diffusers AutoencoderKL. On our 2 shared CPU cores the learned codecs cost 3-8 s per
-    training step and decode only 20-130 frames/s at 64 px (measured, docs/world_models.md), which
-    left no time to train the dynamics; the learned ones stay one flag away for GPUs."""
+    a small diffusers AutoencoderKL. The learned codecs are slow to train and decode on a CPU, which
+    leaves little time for the dynamics; they are meant for GPUs."""
     image_size: int = 64
-    """Side S of the square camera frames."""
+    """Side S of the square camera frames (train-wm checks it against the training data)."""
     latent_channels: int = 4
     """C: channels of a learned codec's latent frame (the pixel codec has 3 * downsample^2)."""
-    downsample: int = 8
-    """f: the latent frame is (C, S/f, S/f); a power of two (8: 64x64x3 pixels -> 8x8x192 for the
-    pixel codec; `wmsuite train-wm` and the shipped model use 4, 16x16x48, which learned contact)."""
+    downsample: int = 4
+    """f: the latent frame is (C, S/f, S/f); a power of two (4: 64x64x3 pixels -> 16x16x48 for the
+    pixel codec, fine enough for small objects to move cell by cell)."""
     width: int = 64
     """Feature width of a learned autoencoder's blocks."""
     blocks: int = 2
@@ -33,8 +32,8 @@ class CodecConfig:
     kl_weight: float = 1e-6
     """Weight of the KL term of the autoencoder loss (small: the posterior mean is the latent)."""
     color_weight: float = 10.0
-    """Extra reconstruction weight on saturated-colour pixels (the cube, goal and pusher are small
-    coloured blobs on a grey table; without it an MSE autoencoder blurs them away)."""
+    """Extra reconstruction weight on saturated-colour pixels (objects, goals and robots are often
+    small coloured blobs on a plain table; without it an MSE autoencoder blurs them away)."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("patch", "autoencoder_kl", "pixel"):
@@ -56,23 +55,25 @@ class CodecConfig:
 
 @dataclass
 class WorldModelConfig:
-    camera: str = "top"
-    """The camera the world model generates (observations carry it under pixels[camera])."""
+    camera: str = ""
+    """The camera the world model generates (observations carry it under pixels[camera]); empty: the
+    first camera of the training data."""
     context: int = 4
     """K: latent frames of context the dynamics model sees."""
     chunk: int = 4
     """H: actions consumed per world-model step; the model predicts the H frames they produce."""
-    action_dim: int = 2
-    """A: size of one action."""
-    state_dim: int = 2
-    """D: size of agent_pos (predicted by the frame heads)."""
-    env_state_dim: int = 6
-    """E: size of environment_state (predicted by the frame heads)."""
-    channels: tuple[int, ...] = (64, 64)
-    """Block widths of the diffusers UNet2DModel denoiser (sized for 2 shared CPU cores)."""
+    action_dim: int | None = None
+    """A: size of one action (None: sized from the training data)."""
+    state_dim: int | None = None
+    """D: size of agent_pos, predicted by the frame heads (None: sized from the training data)."""
+    env_state_dim: int | None = None
+    """E: size of environment_state, predicted by the frame heads (None: sized from the training data)."""
+    channels: tuple[int, ...] = (64, 128, 128)
+    """Block widths of the diffusers UNet2DModel denoiser (sized for a rollout throughput target on
+    two CPU cores)."""
     attention: bool = False
-    """Self-attention in the UNet's lower-resolution blocks (off: the 16x16 latent's convolutions
-    already see the whole frame at the 4x4 level, and attention costs ~60% more time per step)."""
+    """Self-attention in the UNet's lower-resolution blocks (off: at the coarsest level the
+    convolutions already see the whole latent frame, and attention makes every step slower)."""
     sigma_min: float = 0.002
     """Smallest EDM noise level."""
     sigma_max: float = 5.0
@@ -85,17 +86,15 @@ class WorldModelConfig:
     """Std of log(sigma) for training noise levels."""
     residual: bool = False
     """Diffuse the change of each target frame from the newest context frame instead of the frame
-    itself. Off by default, measured: a residual model passes every artefact of its own generated
-    context on to the next chunk (ghosts of the pusher piled up within a few chunks of a closed-loop
-    rollout, and noise-augmented training did not teach it to repair them), while a model that
-    predicts whole frames stayed coherent for 20 chunks at a fifth of the training steps."""
-    prediction: str = "edm"
+    itself. Off by default: a residual model passes every artefact of its own generated context on
+    to the next chunk, so ghosts pile up in long rollouts, while a model that predicts whole frames
+    stays coherent (experiments/ has the runs)."""
+    prediction: Literal["edm", "sample"] = "edm"
     """What the UNet's output stands for. "edm": Karras et al.'s preconditioning (c_skip, c_out =
     sigma * sigma_data / sqrt(sigma^2 + sigma_data^2)); at low sigma the network must name the noise
-    exactly, and a small UNet that also reads 4 context frames could not: the last Euler step left
-    most of the noise in (measured: teacher-forced PSNR 26.3 dB at 1 step, 20.1 at 3, 18.2 at 5 — grain
-    that the success head then misread). "sample": the output is the clean frame itself (c_skip = 0,
-    c_out = sigma_data, constant loss weight), so an unsure model blurs instead of leaving noise."""
+    exactly, which a small UNet cannot, so more sampling steps leave grain behind. "sample": the output
+    is the clean frame itself (c_skip = 0, c_out = sigma_data, constant loss weight), so an unsure
+    model blurs instead of leaving noise (the shipped model switched to it in its second phase)."""
     sampling_steps: int = 1
     """Euler steps of the EDM sampler at generation (1-4: rollouts are long)."""
     context_noise_max: float = 0.3
@@ -114,15 +113,15 @@ class WorldModelConfig:
     real frames: from the real frames `self_forcing_chunks`-or-fewer chunks earlier, the model
     generates (without gradient, with its sampling steps) the frames up to the window, driven by the
     episode's true actions, and learns to predict the real target from them. Noise augmentation only
-    imitates its own errors; this shows it them (ghost cubes, a fading goal, a drifted pusher), so it
-    learns to pull a drifted context back towards the real scene. 0: off, the default: measured as a
-    fine-tune of the step-18,000 model (0.5, 4,211 and 4,958 steps), it wrecked it (cube error at horizon 1 6 mm ->
-    11-12 cm, learned-simulator Pearson 0.85 -> -0.14 / 0.05; docs/world_models.md), cause not found yet."""
+    imitates its own errors; this shows it them (ghost objects, a fading goal, a drifted agent), so it
+    learns to pull a drifted context back towards the real scene. 0: off, the default: as a fine-tune
+    of a trained model it ruined the model's one-chunk predictions, cause not found yet (experiments/)."""
     self_forcing_chunks: int = 2
     """Most chunks a self-forced context is generated over; each batch draws 1 to this many."""
-    heads: str = "keypoints"
+    heads: Literal["keypoints", "conv"] = "keypoints"
     """Architecture of the frame heads (agent_pos, environment_state, success, reward): "keypoints"
-    (spatial-softmax keypoints: object positions 3x more precise, measured) or "conv" (see FrameHeads)."""
+    (spatial-softmax keypoints, which locate small objects more precisely) or "conv" (see FrameHeads).
+    With `train-wm --stage heads`, a checkpoint's heads of the other kind are replaced by new ones."""
     idm_weight: float = 1.0
     """Weight of the inverse-dynamics loss on real latents."""
     consistency_weight: float = 0.1
@@ -130,31 +129,33 @@ class WorldModelConfig:
     from the denoiser's prediction (gradient flows into the denoiser only)."""
     head_weight: float = 1.0
     """Weight of the frame heads' losses (agent_pos, environment_state, success, reward)."""
-    motion_weight: float = 0.0
+    motion_weight: float = 10.0
     """Extra diffusion-loss weight on latent elements that change between the newest context frame
-    and the target (the pusher, a pushed cube): they carry the dynamics but are a few % of a frame,
-    and an unweighted loss is minimised well enough by a model that never moves the cube. This mask
-    depends on the answer, so it biases the optimum towards motion: where a push may or may not move
-    the cube, "moved" weighs up to 1 + motion_weight times more (measured: docs/world_models.md)."""
+    and the target (the agent, a pushed object): they carry the dynamics but are a small part of a
+    frame, and an unweighted loss is minimised well enough by a model that never moves the object.
+    This mask depends on the answer, so it biases the optimum towards motion: where an action may or
+    may not move the object, "moved" weighs up to 1 + motion_weight times more."""
     context_motion_weight: float = 0.0
     """Extra diffusion-loss weight on the latent cells within motion_reach of anything that moved
     within the context frames. This mask depends on the inputs only, so it keeps the optimum at the
     conditional mean; a context of one repeated frame gets no extra weight."""
     motion_reach: int = 2
     """How many latent cells around a change in the context context_motion_weight reaches (what the
-    pusher and the cube can cover in one chunk)."""
+    agent and an object can cover in one chunk)."""
     motion_threshold: float = 0.05
     """|target - newest context frame| (motion_weight) or |newest - older context frames|
     (context_motion_weight) above which a latent element counts as changed (latents have std
     sigma_data per channel)."""
 
     def __post_init__(self) -> None:
-        for name in ("context", "chunk", "action_dim", "sampling_steps", "self_forcing_chunks"):
+        for name in ("context", "chunk", "sampling_steps", "self_forcing_chunks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.action_dim is not None and self.action_dim < 1:
+            raise ValueError(f"action_dim must be >= 1 (or None: from the data), got {self.action_dim}")
         for name in ("state_dim", "env_state_dim"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (or None: from the data), got {getattr(self, name)}")
         self.channels = tuple(int(c) for c in self.channels)
         if not self.channels or any(c < 8 or c % 8 for c in self.channels):
             raise ValueError(f"channels must be multiples of 8 (GroupNorm groups), got {self.channels}")
@@ -173,3 +174,37 @@ class WorldModelConfig:
                      "motion_weight", "context_motion_weight", "motion_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass
+class HeadsConfig:
+    """The frame heads' own training pass (train-wm's last stage): after the joint stage, the heads
+    alone are fine-tuned on every real frame and on frames the model generated itself."""
+
+    labels: Literal["real", "detector"] = "real"
+    """Labels of the generated frames: 'real', those of the real frames they stand for; 'detector',
+    what each frame shows by the task's object detector (its task probe), so that the success head
+    judges the imagined scene itself rather than guess the real one."""
+    generated_fraction: float = 0.5
+    """Share of each batch that is frames the model generated (open-loop rollouts with the true
+    actions); heads trained on real frames alone read success into blurred, drifted imagined frames."""
+    generated_windows: int = 2048
+    """Random starts the generated frames are rolled out from."""
+    generated_chunks: int = 4
+    """Most chunks each of those rollouts runs."""
+    latent_noise: float = 0.1
+    """Real latents get Gaussian noise of a std drawn uniformly in [0, latent_noise]."""
+    success_pos_weight: float = 1.0
+    """Weight of success frames in the success loss; 0 balances them against the rest (n_neg / n_pos,
+    capped at 100). 1 keeps the head's probability calibrated: the learned simulator ends an episode
+    on the first frame over 0.5, so false positives are what cost."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.generated_fraction < 1.0:
+            raise ValueError(f"generated_fraction must be in [0, 1), got {self.generated_fraction}")
+        if self.generated_windows < 1 or self.generated_chunks < 1:
+            raise ValueError(f"generated_windows and generated_chunks must be >= 1, got "
+                             f"{self.generated_windows}, {self.generated_chunks}")
+        if self.latent_noise < 0 or self.success_pos_weight < 0:
+            raise ValueError(f"latent_noise and success_pos_weight must be >= 0, got {self.latent_noise}, "
+                             f"{self.success_pos_weight}")

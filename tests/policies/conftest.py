@@ -11,7 +11,7 @@ from wmsuite.policies import make_policy
 from wmsuite.policies.normalize import compute_stats
 
 TINY = {"image_size": 16, "channels": (8, 16), "feature_dim": 32, "hidden_dim": 64, "head_layers": 2,
-        "horizon": 4, "n_action_steps": 2, "num_inference_steps": 5}
+        "horizon": 4, "n_action_steps": 2, "num_inference_steps": 5, "cameras": ("top",)}
 
 
 @pytest.fixture(autouse=True)

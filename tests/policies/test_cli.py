@@ -13,24 +13,31 @@ from tests.core.helpers import make_episode
 from wmsuite.cli import main
 from wmsuite.data import write_episodes
 
-TINY_ARGS = json.dumps({"image_size": 16, "channels": [8, 16], "feature_dim": 32, "hidden_dim": 64,
-                        "head_layers": 2, "horizon": 4, "n_action_steps": 2, "num_inference_steps": 3})
+TINY_ARGS = ["--policy.image-size", "16", "--policy.channels", "8", "16", "--policy.feature-dim", "32",
+             "--policy.hidden-dim", "64", "--policy.head-layers", "2", "--policy.horizon", "4",
+             "--policy.n-action-steps", "2", "--policy.num-inference-steps", "3"]
 
 
 def test_train_resume_eval_bench(tmp_path, capsys):
     data = tmp_path / "eps.hdf5"
     write_episodes(data, [make_episode(t=10, size=16, seed=i) for i in range(3)], {"env_name": "test"})
     run = tmp_path / "run"
-    args = ["train-policy", "--data", str(data), "--policy", "diffusion", "--out", str(run), "--steps", "4",
-            "--batch-size", "8", "--save-every", "2", "--policy-args", TINY_ARGS, "--threads", "1"]
-    assert main(args) == 0
-    assert (run / "checkpoints" / "step_000004").is_dir() and (run / "model.safetensors").is_file()
+    args = ["train-policy", "--data", str(data), "--policy.kind", "diffusion", "--out", str(run),
+            "--train.batch-size", "8", "--train.save-every", "2", *TINY_ARGS, "--threads", "1"]
+    assert main([*args, "--train.steps", "4"]) == 0
+    assert (run / "step_4").is_dir() and (run / "latest" / "model.safetensors").is_file()
+    from wmsuite.policies import load_policy
+
+    policy = load_policy(run)  # a run directory loads its latest/
+    assert policy.cfg.kind == "diffusion" and policy.cfg.cameras == ("top",)  # cameras: every camera of the data
     capsys.readouterr()
-    assert main(args) == 2  # refuses to overwrite a run: one error line naming --resume
+    assert main([*args, "--train.steps", "4"]) == 2  # refuses to overwrite a run: one error line naming --resume
     assert "--resume" in capsys.readouterr().err
-    assert main([*args[:8], "6", *args[9:], "--resume"]) == 0
+    assert main([*args, "--train.steps", "6", "--resume"]) == 0
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert max(steps) == 6 and (run / "checkpoints" / "step_000006").is_dir()
+    assert max(steps) == 6 and (run / "step_6").is_dir()
+    assert main([*args, "--policy.cameras", "front"]) == 2  # a camera the data lacks: one clear error
+    assert "lacks" in capsys.readouterr().err
 
     out = tmp_path / "eval"
     assert main(["eval-policy", "--env", "wmsuite/PushCube-v0", "--policy", str(run), "--episodes", "2",

@@ -72,9 +72,10 @@ def test_training_commands_take_public_layouts_directly(tmp_path, layout):
         write_robomimic(path, [12, 10], image=True, size=32)
     else:
         write_libero(path, [12, 10], size=32)
-    assert cli_main(["train-policy", "--data", str(path), "--out", str(tmp_path / "policy"), "--steps", "2",
-                     "--batch-size", "4", "--save-every", "2", "--threads", "1",
-                     "--policy-args", '{"horizon": 4, "n_action_steps": 2}']) == 0
-    assert cli_main(["train-wm", "--data", str(path), "--out", str(tmp_path / "wm"), "--steps", "2", "--batch-size", "2",
-                     "--codec-steps", "2", "--context", "2", "--chunk", "2", "--camera", "agentview",
-                     "--heads-steps", "2", "--heads-batch-size", "4"]) == 0
+    assert cli_main(["train-policy", "--data", str(path), "--out", str(tmp_path / "policy"), "--train.steps", "2",
+                     "--train.batch-size", "4", "--train.save-every", "2", "--threads", "1",
+                     "--policy.horizon", "4", "--policy.n-action-steps", "2"]) == 0
+    assert cli_main(["train-wm", "--data", str(path), "--out", str(tmp_path / "wm"), "--dynamics.steps", "2",
+                     "--dynamics.batch-size", "2", "--codec-train.steps", "2", "--model.context", "2",
+                     "--model.chunk", "2", "--model.camera", "agentview", "--model.channels", "16", "16",
+                     "--codec.image-size", "32", "--heads-train.steps", "2", "--heads-train.batch-size", "4"]) == 0

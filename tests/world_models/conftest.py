@@ -46,7 +46,7 @@ def episodes() -> list[Episode]:
 
 def tiny_config(**overrides) -> WorldModelConfig:
     kwargs = dict(context=2, chunk=2, action_dim=2, state_dim=2, env_state_dim=4, channels=(32, 32),
-                  sampling_steps=2)
+                  sampling_steps=2, motion_weight=0.0, camera="top")
     kwargs.update(overrides)
     return WorldModelConfig(**kwargs)
 

@@ -30,49 +30,61 @@ def pushcube_file(tmp_path_factory):
     return path
 
 
-def test_train_eval_bench_commands(pushcube_file, tmp_path):
+TINY = ["--model.channels", "16", "16", "--dynamics.batch-size", "4", "--heads-train.steps", "2",
+        "--heads-train.batch-size", "8"]
+
+
+def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
     run = tmp_path / "wm"
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "3", "--save-every", "2",
-                 "--channels", "16", "16", "--batch-size", "4", "--log-every", "1", "--heads-steps", "2",
-                 "--heads-batch-size", "8"]) == 0
+    data = ["--data", str(pushcube_file), "--out", str(run)]
+    assert main(["train-wm", *data, "--dynamics.steps", "3", "--dynamics.save-every", "2",
+                 "--dynamics.log-every", "1", *TINY]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert any({"diffusion", "idm", "consistency"} <= set(r) for r in rows)
+    assert any({"diffusion", "idm", "consistency", "dynamics/lr"} <= set(r) for r in rows)
     assert "heads/success" in rows[-1]  # stage 'all' ends with the heads fine-tuning
     model = load_world_model(run)
-    assert model.cfg.channels == (16, 16) and (run / "step_2").is_dir()
-    # --resume continues from latest/ to the new step count, here with self forcing switched on
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "4", "--resume",
-                 "--channels", "16", "16", "--batch-size", "4", "--self-forcing", "1",
-                 "--self-forcing-chunks", "1"]) == 0
+    assert model.cfg.channels == (16, 16) and model.cfg.camera == "top" and (run / "step_2").is_dir()
+    assert (model.cfg.action_dim, model.cfg.state_dim, model.cfg.env_state_dim) == (2, 2, 6)  # sized from the data
+    # --resume continues from the train state to the new step count; the model config defaults to the
+    # checkpoint's (no --model.channels needed), here with self forcing switched on
+    assert main(["train-wm", *data, "--dynamics.steps", "4", "--resume", "--dynamics.batch-size", "4",
+                 "--model.self-forcing", "1", "--model.self-forcing-chunks", "1", "--stage", "dynamics"]) == 0
     resumed = json.loads((run / "latest" / "config.json").read_text())
     assert resumed["step"] == 4 and resumed["world_model"]["self_forcing"] == 1.0
-    # --resume-prediction switches the denoiser's output parameterisation and goes on training
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "5", "--resume",
-                 "--resume-prediction", "sample", "--batch-size", "4"]) == 0
+    assert resumed["world_model"]["channels"] == [16, 16]
+    # --model.prediction on --resume switches the denoiser's output parameterisation and goes on training
+    assert main(["train-wm", *data, "--dynamics.steps", "5", "--resume", "--model.prediction", "sample",
+                 "--dynamics.batch-size", "4", "--stage", "dynamics"]) == 0
     switched = json.loads((run / "latest" / "config.json").read_text())
     assert switched["step"] == 5 and switched["world_model"]["prediction"] == "sample"
-    # the heads stage fine-tunes the frame heads of latest/ and keeps the optimizer state for --resume
+    # the architecture cannot change on --resume: one clear error before any training
+    capsys.readouterr()
+    assert main(["train-wm", *data, "--dynamics.steps", "6", "--resume", "--model.channels", "32", "32",
+                 "--stage", "dynamics"]) == 2
+    assert "--model.channels (32, 32) (checkpoint: (16, 16))" in capsys.readouterr().err
+    # the heads stage fine-tunes the frame heads of latest/ alone and keeps the dynamics' train state
     before = load_world_model(run)
     assert before.cfg.heads == "keypoints"
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
-                 "--heads-steps", "3", "--heads-batch-size", "8", "--heads-labels", "detector"]) == 0
+    assert main(["train-wm", *data, "--stage", "heads", "--heads-train.steps", "3", "--heads-train.batch-size", "8",
+                 "--heads.labels", "detector"]) == 0
     after = load_world_model(run)
     assert not torch.equal(before.heads.net[-1].weight, after.heads.net[-1].weight)
     assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)
-    assert (run / "latest" / "optimizer" / "model.safetensors").is_file()
-    # --heads-kind replaces heads of the other kind by new ones and trains them
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
-                 "--heads-steps", "2", "--heads-batch-size", "8", "--heads-kind", "conv"]) == 0
+    assert (run / "train_state" / "dynamics" / "model.safetensors").is_file()
+    # --model.heads of the other kind replaces the heads by new ones and trains them
+    assert main(["train-wm", *data, "--stage", "heads", "--heads-train.steps", "2", "--heads-train.batch-size", "8",
+                 "--model.heads", "conv"]) == 0
     swapped = load_world_model(run)
     assert swapped.cfg.heads == "conv" and isinstance(swapped.heads.net[0], torch.nn.Conv2d)
-    # ... and the old heads' optimizer moments are dropped, so --resume starts a fresh optimizer
-    assert not (run / "latest" / "optimizer").exists()
-    # (here with a warm restart of the learning-rate schedule: its warm-up begins again at step 5)
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "6", "--resume",
-                 "--batch-size", "4", "--restart-schedule", "--lr", "1e-3", "--log-every", "1"]) == 0
+    # ... and the dynamics' train state (old heads) is dropped, so --resume starts a fresh optimizer from
+    # latest/ (here with a warm restart of the learning-rate schedule: its warm-up begins again at step 5)
+    assert not (run / "train_state" / "dynamics").exists()
+    assert main(["train-wm", *data, "--dynamics.steps", "6", "--resume", "--dynamics.batch-size", "4",
+                 "--dynamics.restart-schedule", "--dynamics.lr", "1e-3", "--dynamics.log-every", "1",
+                 "--stage", "dynamics"]) == 0
     assert json.loads((run / "latest" / "config.json").read_text())["step"] == 6
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
-    assert last["step"] == 5 and last["lr"] == pytest.approx(1e-3 / 50)
+    assert last["step"] == 6 and last["dynamics/lr"] == pytest.approx(1e-3 / 50)  # the lr of step index 5
 
     out = tmp_path / "eval"
     assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--out", str(out),
@@ -111,28 +123,29 @@ def test_weight_average_checkpoints_hold_the_average_and_resume_trains_the_raw_w
     from wmsuite.checkpoint import load_checkpoint
 
     run = tmp_path / "wm"
-    tiny = ["--channels", "16", "16", "--batch-size", "4", "--heads-steps", "2", "--heads-batch-size", "8"]
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "3", "--save-every", "3",
-                 "--ema-decay", "0.5", "--lr", "1e-2", *tiny]) == 0
+    data = ["--data", str(pushcube_file), "--out", str(run)]
+    assert main(["train-wm", *data, "--dynamics.steps", "3", "--dynamics.save-every", "3",
+                 "--dynamics.ema-decay", "0.5", "--dynamics.lr", "1e-2", *TINY]) == 0
     averaged, config = load_checkpoint(run / "latest")
-    online, _ = load_checkpoint(run / "latest" / "online")
+    state, _ = load_checkpoint(run / "train_state" / "dynamics")
+    raw = {k[len("model.module."):]: v for k, v in state.items() if k.startswith("model.module.")}
     assert config["ema_decay"] == 0.5
     name = "denoiser.conv_in.weight"
-    assert not torch.equal(averaged[name], online[name])  # the checkpoint is not the raw weights
-    assert torch.equal(averaged["codec.latent_std"], online["codec.latent_std"])  # the frozen codec is copied
-    # --resume trains the raw weights on and averages on from the checkpoint's average: one step with
-    # decay 0.5 puts the new average halfway between the old one and the new raw weights
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--steps", "4", "--resume",
-                 "--ema-decay", "0.5", "--lr", "1e-2", *tiny]) == 0
+    assert not torch.equal(averaged[name], raw[name])  # the checkpoint is not the raw weights
+    assert torch.equal(averaged["codec.latent_std"], raw["codec.latent_std"])  # the frozen codec is copied
+    # --resume trains the raw weights on and averages on from the saved average: one more step with
+    # decay d = min(0.5, (1 + 4) / (10 + 4)) puts the new average at d * old + (1 - d) * new raw weights
+    assert main(["train-wm", *data, "--dynamics.steps", "4", "--resume", "--dynamics.ema-decay", "0.5",
+                 "--dynamics.lr", "1e-2", "--stage", "dynamics", *TINY]) == 0
     averaged4, config4 = load_checkpoint(run / "latest")
-    online4, _ = load_checkpoint(run / "latest" / "online")
-    assert config4["step"] == 4
-    assert not torch.equal(online4[name], online[name])
-    torch.testing.assert_close(averaged4[name], 0.5 * averaged[name] + 0.5 * online4[name])
+    state4, _ = load_checkpoint(run / "train_state" / "dynamics")
+    raw4 = state4[f"model.module.{name}"]
+    assert config4["step"] == 4 and not torch.equal(raw4, raw[name])
+    d = 5 / 14
+    torch.testing.assert_close(averaged4[name], d * averaged[name] + (1 - d) * raw4)
     # the heads stage rewrites latest/ but keeps the raw weights and the optimizer state for --resume
-    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--stage", "heads",
-                 "--heads-steps", "2", "--heads-batch-size", "8"]) == 0
+    assert main(["train-wm", *data, "--stage", "heads", "--heads-train.steps", "2",
+                 "--heads-train.batch-size", "8"]) == 0
     after, config_h = load_checkpoint(run / "latest")
     assert config_h["ema_decay"] == 0.5 and torch.equal(after[name], averaged4[name])
-    assert torch.equal(load_checkpoint(run / "latest" / "online")[0][name], online4[name])
-    assert (run / "latest" / "optimizer" / "model.safetensors").is_file()
+    assert torch.equal(load_checkpoint(run / "train_state" / "dynamics")[0][f"model.module.{name}"], raw4)

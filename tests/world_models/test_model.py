@@ -12,20 +12,12 @@ from tests.world_models.conftest import tiny_model
 from wmsuite.world_models import BACKWARD, FORWARD, load_world_model
 from wmsuite.world_models.codec import codec_loss, make_codec, reconstruction_psnr
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
-from wmsuite.world_models.train import (
-    LatentWindows,
-    TrainSettings,
-    detector_labels,
-    encode_episodes,
-    episode_frames,
-    lr_at,
-    sample_windows,
-    save_model,
-)
+from wmsuite.world_models.data import LatentWindows, encode_episodes, episode_frames, sample_windows
+from wmsuite.world_models.train import frame_labels, save_model
 
 
 def _windows(model, episodes):
-    lat = encode_episodes(model.codec, episode_frames(episodes, "top"), "cpu")
+    lat = encode_episodes(model.codec, episode_frames(episodes, "top"))
     return LatentWindows(episodes, lat, model.cfg.context, model.cfg.chunk)
 
 
@@ -57,7 +49,7 @@ def test_pixel_codec_is_lossless_after_fitting_stats(episodes):
 def test_shapes_through_the_whole_model(episodes):
     model = tiny_model(episodes)
     data = _windows(model, episodes)
-    batch = data.batch(range(5), "cpu")
+    batch = data.batch(range(5))
     k, h, c = model.cfg.context, model.cfg.chunk, model.codec.latent_channels
     assert batch["context"].shape == (5, k, c, 4, 4) and batch["future"].shape == (5, h + k - 1, c, 4, 4)
     loss, logs = model.loss(batch)
@@ -79,7 +71,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(episodes, tmp_path):
     save_model(model, tmp_path, step=3)
     loaded = load_world_model(tmp_path)  # the run dir resolves to latest/
     assert loaded.cfg == model.cfg and loaded.codec_cfg == model.codec_cfg
-    batch = _windows(model, episodes).batch(range(4), "cpu")
+    batch = _windows(model, episodes).batch(range(4))
     a = model.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(1))
     b = loaded.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(1))
     assert torch.equal(a, b)
@@ -134,7 +126,10 @@ def test_checkpoints_from_before_the_heads_option_load_with_conv_heads(episodes,
 def test_missing_normalisation_stats_is_an_error(episodes):
     from wmsuite.world_models.model import LatentWorldModel
 
+    sized = WorldModelConfig(action_dim=2, state_dim=2, env_state_dim=6, channels=(16,))
     with pytest.raises(ValueError, match="env_state_mean"):
+        LatentWorldModel(sized, CodecConfig(), {"state_mean": [0, 0], "state_std": [1, 1]})
+    with pytest.raises(ValueError, match="unset"):
         LatentWorldModel(WorldModelConfig(), CodecConfig(), {"state_mean": [0, 0], "state_std": [1, 1]})
 
 
@@ -149,7 +144,7 @@ def test_tiny_model_overfits_a_handful_of_windows_both_directions(episodes, pred
     """Forward and backward (direction flag) windows and the IDM are all learned: the losses fall."""
     model = tiny_model(episodes, p_backward=0.5, context_noise_max=0.0, p_single_frame=0.0, prediction=prediction)
     data = _windows(model, episodes[:2])
-    batch = data.batch(range(0, 16, 2), "cpu")
+    batch = data.batch(range(0, 16, 2))
     before = _eval_losses(model, batch)
     gen_before = _generation_error(model, batch)
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
@@ -212,7 +207,7 @@ def _generation_error(model, batch) -> float:
 
 def test_generation_is_seeded(episodes):
     model = tiny_model(episodes)
-    batch = _windows(model, episodes).batch(range(3), "cpu")
+    batch = _windows(model, episodes).batch(range(3))
     a = model.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(5))
     b = model.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(5))
     c = model.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(6))
@@ -229,7 +224,7 @@ def test_half_precision_export_loads_back_close(episodes, tmp_path):
     loaded = load_world_model(tmp_path / "shipped")
     assert all(p.dtype == torch.float32 for p in loaded.parameters())
     torch.testing.assert_close(loaded.codec.latent_std, model.codec.latent_std)  # stats stay float32
-    batch = _windows(model, episodes).batch(range(3), "cpu")
+    batch = _windows(model, episodes).batch(range(3))
     a = model.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(0))
     b = loaded.generate(batch["context"], batch["actions"], generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(a, b, atol=2e-2, rtol=0)  # float16 weights: ~1e-3 relative each
@@ -246,7 +241,7 @@ def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episo
     The square moves every step, so some elements change; in a frozen copy of the windows (every frame
     the same) nothing changes and the weight must not alter the loss at all."""
     model = tiny_model(episodes, motion_weight=0.0)
-    batch = _windows(model, episodes).batch(range(6), "cpu")
+    batch = _windows(model, episodes).batch(range(6))
 
     def diffusion(weight: float, b: dict) -> float:
         model.cfg.motion_weight = weight
@@ -302,10 +297,10 @@ def test_context_motion_weight_ignores_the_answer_and_keeps_the_weighted_optimum
 
 
 def test_generated_head_data_pairs_each_generated_frame_with_the_real_frame_it_stands_for(episodes):
-    from wmsuite.world_models.train import generated_head_data
+    from wmsuite.world_models.data import generated_head_data
 
     model = tiny_model(episodes).eval()
-    lat = torch.cat(encode_episodes(model.codec, episode_frames(episodes, "top"), "cpu"))  # (N, C, s, s)
+    lat = torch.cat(encode_episodes(model.codec, episode_frames(episodes, "top")))  # (N, C, s, s)
     gen, idx = generated_head_data(model, episodes, lat, windows=10, chunks=3, seed=0, batch=4)
     assert gen.shape[1:] == lat.shape[1:] and len(gen) == len(idx) and len(gen) % model.cfg.chunk == 0
     starts = np.cumsum([0] + [ep.length + 1 for ep in episodes])[:-1]
@@ -316,13 +311,13 @@ def test_generated_head_data_pairs_each_generated_frame_with_the_real_frame_it_s
     assert (step >= 1).all() and (step <= max(ep.length for ep in episodes)).all()
 
 
-def test_detector_labels_take_what_each_frame_shows():
+def test_frame_labels_take_what_each_frame_shows():
     """The detected object position replaces the real one, success follows the task's rule on it, and a
     frame where nothing is detected is no success; the real states passed in are left untouched."""
     found = np.array([[0.0, 0.01], [0.3, 0.3], [np.nan, np.nan]])
     rule = lambda s: np.linalg.norm(s[..., :2] - s[..., 4:6], axis=-1) < 0.05  # noqa: E731
     real = np.tile(np.array([0.2, 0.2, 1.0, 0.0, 0.0, 0.0]), (3, 1))  # real cube at (0.2, 0.2), goal at 0
-    shown, success = detector_labels(lambda frames: found, rule)(np.zeros((3, 8, 8, 3), np.uint8), real)
+    shown, success = frame_labels(lambda frames: found, slice(0, 2), rule)(np.zeros((3, 8, 8, 3), np.uint8), real)
     np.testing.assert_array_equal(shown[:, :2], [[0.0, 0.01], [0.3, 0.3], [0.2, 0.2]])
     np.testing.assert_array_equal(shown[:, 2:], real[:, 2:])
     assert success.tolist() == [True, False, False] and real[0, 0] == 0.2
@@ -336,7 +331,7 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
     k, h, span = model.cfg.context, model.cfg.chunk, 2 * model.cfg.chunk
     data = _windows(model, episodes)
     idx = list(range(0, len(data), 3))
-    batch = data.batch(idx, "cpu", history_chunks=2)
+    batch = data.batch(idx, history_chunks=2)
     assert batch["history"].shape == batch["context"].shape
     assert batch["history_actions"].shape == (len(idx), span, 2)
     for row, i in enumerate(idx):
@@ -397,19 +392,5 @@ def test_moving_windows_are_those_whose_object_moves_and_sampling_draws_the_aske
     still = [dataclasses.replace(ep, env_state=np.zeros_like(ep.env_state)) for ep in episodes]
     with pytest.raises(ValueError, match="no training window moves"):
         sample_windows(_windows(model, still), 8, 0.25, gen)
-    with pytest.raises(ValueError, match="moving_fraction"):
-        TrainSettings(moving_fraction=1.5)
 
 
-def test_lr_schedule_warms_up_then_decays_to_a_tenth_and_restarts_where_asked():
-    """The cosine schedule's analytic values, from step 0 and as a warm restart from step 1,000."""
-    for begin in (0, 1000):
-        total = begin + 200
-        assert lr_at(begin, total, 1.0, begin) == pytest.approx(1 / 50)  # warm-up
-        assert lr_at(begin + 49, total, 1.0, begin) == pytest.approx(1.0)
-        assert lr_at(begin + 100, total, 1.0, begin) == pytest.approx(0.55)  # half-way: cos = 0
-        assert lr_at(total, total, 1.0, begin) == pytest.approx(0.1)
-    # without a restart, the resumed steps go on along the first schedule
-    assert lr_at(1100, 1200, 1.0) == pytest.approx(0.1 + 0.45 * (1 + np.cos(np.pi * 1100 / 1200)))
-    with pytest.raises(ValueError, match="schedule_from must be in"):
-        TrainSettings(steps=10, schedule_from=10)

@@ -1,17 +1,18 @@
 """`wmsuite` command line: one module per subcommand, imported only when that command runs.
 
-Each module in this package defines `CONFIG` (a dataclass; its fields become the flags) and
-`run(cfg) -> int | None`. `wmsuite bench <what>` dispatches the same way over `BENCHES`.
+Each module in this package defines `CONFIG` (a dataclass; tyro makes its fields, nested ones
+included, the flags) and `run(cfg) -> int | None`, and may define `default(argv) -> CONFIG | None`,
+the defaults for this command line (e.g. a resumed run's checkpoint config). `wmsuite bench <what>`
+dispatches the same way over `BENCHES`.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 
-from wmsuite.config import add_arguments, from_namespace
+from wmsuite.config import parse
 
 # name -> (module, one-line help). The one registry of commands; tests sweep it.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -21,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-wm": ("wmsuite.cli.train_wm", "train an action-conditioned video world model"),
     "eval-wm": ("wmsuite.cli.eval_wm", "measure a world model's open-loop fidelity on held-out episodes"),
     "eval": ("wmsuite.cli.eval", "evaluate policies in a real and a learned simulator and compare"),
-    "zoo": ("wmsuite.cli.zoo", "build the policy zoo of a task (policies spanning 0-100% success)"),
+    "zoo": ("wmsuite.cli.zoo", "build the policy zoo of a task (policies whose success spans the whole range)"),
     "convert": ("wmsuite.cli.convert", "convert episodes between HDF5 and LeRobotDataset"),
     "bench": ("wmsuite.cli.bench", "benchmarks: envs, wm, policies, attention"),
 }
@@ -35,11 +36,6 @@ BENCHES: dict[str, tuple[str, str]] = {
 }
 
 
-def _available(registry: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
-    """Commands whose module exists in this checkout (issues land one at a time)."""
-    return {k: v for k, v in registry.items() if importlib.util.find_spec(v[0]) is not None}
-
-
 def _usage(prog: str, registry: dict[str, tuple[str, str]]) -> str:
     width = max((len(k) for k in registry), default=0)
     rows = "\n".join(f"  {k:<{width}}  {h}" for k, (_, h) in registry.items())
@@ -51,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `module:attr` policy specs find the user's modules, as with `python -m`
     argv = list(sys.argv[1:] if argv is None else argv)
-    return _dispatch("wmsuite", _available(COMMANDS), argv)
+    return _dispatch("wmsuite", COMMANDS, argv)
 
 
 def _dispatch(prog: str, registry: dict[str, tuple[str, str]], argv: list[str]) -> int:
@@ -65,13 +61,8 @@ def _dispatch(prog: str, registry: dict[str, tuple[str, str]], argv: list[str]) 
     module = importlib.import_module(registry[name][0])
     if hasattr(module, "main"):  # a dispatcher of its own (bench)
         return int(module.main(argv[1:]) or 0)
-    parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=registry[name][1])
-    add_arguments(parser, module.CONFIG)
-    ns = parser.parse_args(argv[1:])
-    try:
-        cfg = from_namespace(module.CONFIG, ns)
-    except (ValueError, TypeError) as err:
-        parser.error(str(err))
+    default = module.default(argv[1:]) if hasattr(module, "default") else None
+    cfg = parse(module.CONFIG, argv[1:], prog=f"{prog} {name}", description=registry[name][1], default=default)
     try:
         return int(module.run(cfg) or 0)
     except (ValueError, FileNotFoundError, FileExistsError, ImportError) as err:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from wmsuite.cli import BENCHES, _available, _dispatch
+from wmsuite.cli import BENCHES, _dispatch
 
 
 def main(argv: list[str]) -> int:
-    return _dispatch("wmsuite bench", _available(BENCHES), argv)
+    return _dispatch("wmsuite bench", BENCHES, argv)

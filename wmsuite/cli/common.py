@@ -14,7 +14,7 @@ from wmsuite.checkpoint import is_checkpoint
 from wmsuite.policy import load_object
 
 POLICY_SPEC_HELP = (
-    "'expert' (the env's scripted expert at --skill) or 'expert@0.5', a checkpoint directory written by "
+    "'expert' (the env's scripted expert at --skill) or 'expert@0.5', a checkpoint or run directory written by "
     "`wmsuite train-policy` (or 'assets:policies/<name>' for a shipped one), or 'package.module:attr' with optional JSON kwargs, "
     "e.g. 'wmsuite.envs.experts:make_expert{\"env_id\": \"wmsuite/PushCube-v0\", \"skill\": 0.5}'"
 )
@@ -35,7 +35,7 @@ def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, see
         from wmsuite.envs.experts import make_expert
 
         return make_expert(env_id=env_id, skill=skill, seed=seed, horizon=horizon)
-    if spec.startswith("assets:") or is_checkpoint(spec):
+    if spec.startswith("assets:") or is_checkpoint(spec) or is_checkpoint(Path(spec) / "latest"):
         from wmsuite.policies import load_policy
 
         return load_policy(spec, device=device)

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from wmsuite.cli.common import resolve_policy, seed_everything
 from wmsuite.cli.eval_policy import evaluate
 from wmsuite.config import to_dict
+from wmsuite.policies.config import PolicyConfig
 from wmsuite.stats import wilson_interval
 
 
@@ -42,15 +42,15 @@ class ZooConfig:
     data: str | None = "data/pushcube_expert.hdf5"
     """Expert episodes to train on (None: train nothing, ship only --checkpoints)."""
     checkpoints: list[str] = field(default_factory=list)
-    """Further existing checkpoint directories (runs/<run>/checkpoints/step_N) to ship and include."""
+    """Further existing checkpoint directories (runs/<run>/step_N) to ship and include."""
     kinds: list[str] = field(default_factory=lambda: ["flow", "diffusion"])
     """Policy kinds to train."""
     data_sizes: list[int] = field(default_factory=lambda: [200])
     """Numbers of training episodes (one run per kind and size)."""
     train_steps: int = 3000
     """Optimizer steps of each run."""
-    policy_args: dict[str, Any] = field(default_factory=lambda: {"cameras": [], "use_env_state": True})
-    """PolicyConfig fields of the trained policies (JSON)."""
+    policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(cameras=(), use_env_state=True))
+    """The trained policies (the library's PolicyConfig; its kind is set by --kinds)."""
     ship_steps: list[int] = field(default_factory=lambda: [500, 3000])
     """Checkpoint steps of each run that join the zoo (each a multiple of save_every = 500)."""
     skills: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
@@ -93,7 +93,7 @@ def run(cfg: ZooConfig) -> int:
     seed_everything(0)
     assets = Path(cfg.assets) if cfg.assets else _installed_assets()
     runs = [_train_run(cfg, kind, size) for kind in cfg.kinds for size in cfg.data_sizes] if cfg.data else []
-    ckpts = [run_dir / "checkpoints" / f"step_{step:06d}" for run_dir in runs for step in cfg.ship_steps]
+    ckpts = [run_dir / f"step_{step}" for run_dir in runs for step in cfg.ship_steps]
     ckpts += [Path(c) for c in cfg.checkpoints]
     entries: list[dict[str, str]] = []
     for skill in cfg.skills:
@@ -102,9 +102,9 @@ def run(cfg: ZooConfig) -> int:
     shipped = []
     for ckpt in ckpts:
         if not ckpt.is_dir() or not ckpt.name.startswith("step_"):
-            raise FileNotFoundError(f"{ckpt} is not a checkpoint directory runs/<run>/checkpoints/step_N (ship_steps "
+            raise FileNotFoundError(f"{ckpt} is not a checkpoint directory runs/<run>/step_N (ship_steps "
                                     "must be multiples of the save interval, 500, and at most the run's steps)")
-        name = f"{ckpt.parent.parent.name}-s{int(ckpt.name[5:])}"
+        name = f"{ckpt.parent.name}-s{int(ckpt.name[5:])}"
         save_policy(load_policy(ckpt), assets / "policies" / name, dtype=torch.float16, extra={"source": str(ckpt)})
         spec = f"assets:policies/{name}"
         shipped.append(spec)
@@ -145,16 +145,22 @@ def _train_run(cfg: ZooConfig, kind: str, size: int) -> Path:
     from wmsuite.checkpoint import is_checkpoint, load_checkpoint
 
     run_dir = Path(cfg.runs_dir) / f"{kind}-{cfg.task}-n{size}"
-    state = run_dir / "train_state"
+    state = run_dir / "train_state" / "policy"
     if is_checkpoint(state) and load_checkpoint(state)[1]["step"] >= cfg.train_steps:
         return run_dir
     from wmsuite.data import load_episodes
-    from wmsuite.policies.train import TrainSettings, train
+    from wmsuite.logging import RunLogger
+    from wmsuite.policies.train import POLICY_TRAINER, train_policy
+    from wmsuite.train import Trainer
 
     episodes = [ep for ep in load_episodes(cfg.data) if ep.success][:size]
     if len(episodes) < size:
         raise ValueError(f"{cfg.data} holds only {len(episodes)} successful episodes, data size {size} was asked")
-    settings = TrainSettings(steps=cfg.train_steps, save_every=500, resume=True)
-    result = train(settings, episodes, kind, cfg.policy_args, run_dir, run_config={"zoo": cfg.task})
-    print(f"trained {run_dir} in {result['train_seconds']:.0f}s")
+    log = RunLogger(run_dir, config={"zoo": cfg.task, **to_dict(cfg)})
+    try:
+        result = train_policy(Trainer(run_dir, logger=log), episodes, replace(cfg.policy, kind=kind),
+                              replace(POLICY_TRAINER, steps=cfg.train_steps), resume=is_checkpoint(state))
+    finally:
+        log.close()
+    print(f"trained {run_dir} in {result.seconds:.0f}s")
     return run_dir

@@ -1,0 +1,10 @@
+"""wmsuite.train: the one trainer every component trains with (see trainer.py).
+
+    from wmsuite.train import Trainer, TrainerConfig, Objective
+"""
+
+from wmsuite.train.config import TrainerConfig
+from wmsuite.train.state import WeightAverage
+from wmsuite.train.trainer import BatchSource, FitResult, Objective, Trainer, lr_at
+
+__all__ = ["BatchSource", "FitResult", "Objective", "Trainer", "TrainerConfig", "WeightAverage", "lr_at"]

@@ -1,0 +1,192 @@
+"""The one training loop of wmsuite, in the spirit of DIAMOND's trainer: every component trains here.
+
+    trainer = Trainer(out="runs/wm", device="cpu", seed=0, logger=RunLogger("runs/wm"))
+    trainer.fit("dynamics", model, TrainerConfig(steps=9000, lr=5e-4), batches, export=save)
+
+A component is an `nn.Module` whose `forward(batch) -> (loss, logs)` is its training loss (wrap any
+other loss function with `Objective`); its trained parameters are those with requires_grad. It
+brings a batch source, `batches(start_step) -> iterator of batches`, and optionally `export(step)`,
+which writes the checkpoint users load (called with the averaged weights in place when EMA is on).
+
+The loop: AdamW over the trained parameters, warm-up + cosine learning rate (restartable), gradient
+clipping, an exponential moving average, `metrics.jsonl` rows (and wandb through the logger), a
+progress bar, a wall-clock budget, and every `save_every` steps the export plus the train state
+(`out/train_state/<name>/`: raw weights, average, optimizer, step) from which `resume=True` goes on.
+Devices and (later) data-parallel processes come from HF accelerate's `Accelerator`.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from wmsuite.checkpoint import is_checkpoint
+from wmsuite.logging import RunLogger
+from wmsuite.train.config import TrainerConfig
+from wmsuite.train.state import WeightAverage, load_train_state, save_train_state
+
+BatchSource = Callable[[int], Iterator[Any]]
+"""start step -> an endless iterator of batches (seed it from the start step, so a resumed run draws anew)."""
+
+
+class Objective(nn.Module):
+    """`fn(module, batch) -> (loss, logs)` as the forward of a module, so that a loss which is not the
+    module's own forward (a codec's reconstruction loss, the world model's heads-only pass) trains
+    through the same loop. Parameters are `module`'s; freeze what the loss must not train."""
+
+    def __init__(self, module: nn.Module, fn: Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, float]]]):
+        super().__init__()
+        self.module, self.fn = module, fn
+
+    def forward(self, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        return self.fn(self.module, batch)
+
+
+def lr_at(step: int, cfg: TrainerConfig, begin: int = 0) -> float:
+    """Learning rate at `step` of a schedule that begins at step `begin` and ends at cfg.steps: linear
+    warm-up over cfg.warmup steps, then a cosine from cfg.lr down to cfg.lr * cfg.min_lr_ratio."""
+    s, total = step - begin, cfg.steps - begin
+    if s < cfg.warmup:
+        return cfg.lr * (s + 1) / cfg.warmup
+    progress = min(1.0, (s - cfg.warmup) / max(1, total - cfg.warmup))
+    r = cfg.min_lr_ratio
+    return cfg.lr * (r + (1 - r) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+@dataclass
+class FitResult:
+    steps: int
+    """The step the run ended at (cfg.steps, or earlier when the time budget ran out)."""
+    logs: dict[str, float] = field(default_factory=dict)
+    """The component's logs of the last step."""
+    seconds: float = 0.0
+    """Wall-clock time of this call."""
+    out_of_time: bool = False
+    """The wall-clock budget ended the run before cfg.steps."""
+
+
+class Trainer:
+    """Runs `fit` for the stages of one run directory `out` (see the module docstring)."""
+
+    def __init__(self, out: str | Path, device: str = "cpu", seed: int = 0, logger: RunLogger | None = None,
+                 progress: bool = True) -> None:
+        from accelerate import Accelerator
+
+        self.out, self.seed, self.logger, self.progress = Path(out), seed, logger, progress
+        self.accelerator = Accelerator(cpu=not str(device).startswith("cuda"))
+        self.device = self.accelerator.device
+
+    def state_dir(self, name: str) -> Path:
+        return self.out / "train_state" / name
+
+    def fit(self, name: str, module: nn.Module, cfg: TrainerConfig, batches: BatchSource,
+            export: Callable[[int], None] | None = None, resume: bool = False, start_step: int = 0,
+            overwrite: bool = False, log_offset: int = 0) -> FitResult:
+        """Train `module` as stage `name` up to cfg.steps.
+
+        resume: go on from out/train_state/<name>/ (an error if there is none). Otherwise a stage that
+        already left a train state is refused unless `overwrite` (a stage that always starts from the
+        current weights, such as a fine-tuning pass). `start_step`: the step a fresh optimizer starts
+        counting at (training on from an exported checkpoint without its train state).
+        `log_offset` is added to the step of every metrics row (a stage logged after another).
+        """
+        state_dir = self.state_dir(name)
+        if resume and not is_checkpoint(state_dir):
+            raise FileNotFoundError(f"no train state at {state_dir} to resume from; start the run without --resume")
+        if not resume and is_checkpoint(state_dir) and not overwrite:
+            raise FileExistsError(f"{self.out} already holds a {name!r} training run; pass --resume to go on "
+                                  "with it or choose another --out")
+        module.to(self.device).train()
+        params = [p for p in module.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError(f"stage {name!r}: the module has no trainable parameters")
+        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        average = WeightAverage(module, cfg.ema_decay) if cfg.ema_decay > 0 else None
+        step, begin = start_step, start_step if cfg.restart_schedule else 0
+        if resume:
+            saved = load_train_state(state_dir, module, optimizer, average, self.device)
+            step = int(saved["step"])
+            begin = step if cfg.restart_schedule else int(saved.get("schedule_begin", 0))
+            print(f"{name}: resuming at step {step} from {state_dir}")
+        if step >= cfg.steps:
+            print(f"{name}: already at step {step} of {cfg.steps}; nothing to train")
+            return FitResult(step)
+        if begin >= cfg.steps:
+            raise ValueError(f"{name}: a schedule restarted at step {begin} needs steps > {begin}, got {cfg.steps}")
+        module, optimizer = self.accelerator.prepare(module, optimizer)
+        torch.manual_seed(self.seed + step)
+        source = batches(step)
+        meta = {"name": name, "schedule_begin": begin, "trainer": vars(cfg)}
+        start, first, logs = time.time(), step, {}
+        bar = tqdm(total=cfg.steps, initial=step, desc=name, unit="step", disable=not self.progress)
+        out_of_time = False
+        try:
+            while step < cfg.steps:
+                lr = lr_at(step, cfg, begin)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                loss, logs = module(_to_device(next(source), self.device))
+                optimizer.zero_grad(set_to_none=True)
+                self.accelerator.backward(loss)
+                grad_norm = self.accelerator.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else None
+                optimizer.step()
+                step += 1
+                if average is not None:
+                    average.update(module, step)
+                bar.update(1)
+                out_of_time = bool(cfg.max_minutes) and time.time() - start > 60 * cfg.max_minutes
+                if step % cfg.log_every == 0 or step == cfg.steps or out_of_time:
+                    row = {**logs, f"{name}/lr": lr, f"{name}/steps_per_s": (step - first) / (time.time() - start)}
+                    if grad_norm is not None:
+                        row[f"{name}/grad_norm"] = float(grad_norm)
+                    if self.logger is not None:
+                        self.logger.log(row, step=log_offset + step)
+                    if "loss" in logs:
+                        bar.set_postfix(loss=f"{logs['loss']:.4f}")
+                if step % cfg.save_every == 0 or step == cfg.steps or out_of_time:
+                    self._save(state_dir, module, optimizer, average, step, meta, export)
+                if out_of_time:
+                    print(f"{name}: the {cfg.max_minutes} min budget is spent at step {step}; saved")
+                    break
+        finally:
+            bar.close()
+        module.eval()
+        return FitResult(step, logs, time.time() - start, out_of_time)
+
+    def _save(self, state_dir: Path, module: nn.Module, optimizer: torch.optim.Optimizer,
+              average: WeightAverage | None, step: int, meta: dict[str, Any],
+              export: Callable[[int], None] | None) -> None:
+        if export is not None:
+            was_training = module.training
+            module.eval()
+            if average is None:
+                export(step)
+            else:
+                with average.swapped(module):
+                    export(step)
+            module.train(was_training)
+        save_train_state(state_dir, module, optimizer, average, step, meta)
+
+    def discard_state(self, name: str) -> None:
+        """Forget stage `name`'s train state (e.g. after its module's architecture changed)."""
+        shutil.rmtree(self.state_dir(name), ignore_errors=True)
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    """Tensors of a (nested) dict / list / tuple batch moved to `device`; anything else as it is."""
+    if torch.is_tensor(batch):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch

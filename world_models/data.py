@@ -1,0 +1,176 @@
+"""Training data of the world model: episodes' frames as latents, windows over them, head targets.
+
+    latents = encode_episodes(codec, episode_frames(episodes, camera))
+    data = LatentWindows(episodes, latents, context=4, chunk=4)
+    batch = data.batch(sample_windows(data, 16, 0.0, gen))     # what LatentWorldModel.loss takes
+
+Windows come from the core `WindowDataset` (context K, chunk H, future H+K-1: the extra K-1 future
+frames are the context of backward windows); its indices and padding rules are reused and the
+latent frames are gathered beside it. Batches are CPU tensors; the trainer moves them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from wmsuite.data.windows import WindowConfig, WindowDataset
+from wmsuite.types import Episode
+from wmsuite.world_models.codec import FrameCodec
+from wmsuite.world_models.model import LatentWorldModel
+from wmsuite.world_models.rollout import WorldModelState, rollout
+
+
+def episode_frames(episodes: Sequence[Episode], camera: str) -> list[torch.Tensor]:
+    """Per episode, its camera's frames as (T+1, 3, S, S) uint8 tensors."""
+    out = []
+    for i, ep in enumerate(episodes):
+        if camera not in ep.obs:
+            raise ValueError(f"episode {i} has no camera {camera!r}; it has {ep.cameras}")
+        out.append(torch.from_numpy(np.ascontiguousarray(ep.obs[camera].transpose(0, 3, 1, 2))))
+    return out
+
+
+def state_stats(episodes: Sequence[Episode]) -> dict[str, list[float]]:
+    """Mean/std of agent_pos and environment_state over every step of the episodes."""
+    state = np.concatenate([ep.state for ep in episodes])
+    env = np.concatenate([ep.env_state for ep in episodes])
+    return {"state_mean": state.mean(0).tolist(), "state_std": state.std(0).tolist(),
+            "env_state_mean": env.mean(0).tolist(), "env_state_std": env.std(0).tolist()}
+
+
+MOVING_THRESHOLD = 0.01
+"""A window is `moving` when |environment_state[t + H] - environment_state[t]| exceeds this, in the
+environment state's own units (1 cm where positions are in metres): an object moved over the chunk."""
+
+
+class LatentWindows:
+    """Training windows over latents: the core WindowDataset's items, frames replaced by latents."""
+
+    def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int) -> None:
+        self.k, self.h = context, chunk
+        self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
+                                     cameras=[])
+        self.latents = latents  # per episode (T+1, C, s, s)
+        self.actions = [torch.from_numpy(np.asarray(ep.actions, np.float32)) for ep in episodes]  # (T, A)
+
+    @functools.cached_property
+    def moving(self) -> torch.Tensor:
+        """Indices of the windows whose environment_state changes by more than MOVING_THRESHOLD over
+        the chunk (computed on first use: only --moving-fraction needs it)."""
+        eps = self.windows.episodes
+        change = [np.linalg.norm(eps[e].env_state[min(t + self.h, eps[e].length)] - eps[e].env_state[t])
+                  for e, t in self.windows.index]
+        return torch.from_numpy(np.flatnonzero(np.asarray(change) > MOVING_THRESHOLD))
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def batch(self, idx: Sequence[int], history_chunks: int = 0) -> dict[str, torch.Tensor]:
+        """The windows `idx`; with `history_chunks` R > 0 also the real context R chunks before each
+        window and the R*H actions from there to the window (`history*`, for self forcing)."""
+        items = [self.windows[int(i)] for i in idx]
+        ctx, fut, hist, hist_act, hist_valid = [], [], [], [], []
+        span = history_chunks * self.h
+        for it in items:
+            e = int(it["episode_index"])
+            lat = self.latents[e]
+            t, n = int(it["t"]), len(lat)
+            ctx.append(lat[torch.arange(t - self.k + 1, t + 1).clamp(0, n - 1)])
+            fut.append(lat[torch.arange(t + 1, t + self.h + self.k).clamp(0, n - 1)])
+            if span:
+                t0 = max(t - span, 0)
+                hist.append(lat[torch.arange(t0 - self.k + 1, t0 + 1).clamp(0, n - 1)])
+                hist_valid.append(t >= span)
+                hist_act.append(self.actions[e][t0 : t0 + span] if t >= span
+                                else torch.zeros(span, self.actions[e].shape[1]))
+        keys = ("actions", "action_is_pad", "future_is_pad", "future_state", "future_env_state",
+                "reached_success", "rewards")
+        out = {k: torch.stack([it[k] for it in items]) for k in keys}
+        out["future_state"], out["future_env_state"] = out["future_state"][:, : self.h], out["future_env_state"][:, : self.h]
+        out["context"], out["future"] = torch.stack(ctx), torch.stack(fut)
+        if span:
+            out.update(history=torch.stack(hist), history_actions=torch.stack(hist_act),
+                       history_valid=torch.tensor(hist_valid))
+        return out
+
+
+@torch.no_grad()
+def encode_episodes(codec: FrameCodec, frames: list[torch.Tensor], batch: int = 256) -> list[torch.Tensor]:
+    """Per episode (T+1, 3, S, S) uint8 -> (T+1, C, s, s) latents, encoded on the codec's device, kept on the CPU."""
+    device = next(codec.buffers()).device
+    out = []
+    for f in tqdm(frames, desc="encode", unit="ep", leave=False):
+        out.append(torch.cat([codec.encode(f[i : i + batch].to(device)).cpu() for i in range(0, len(f), batch)]))
+    return out
+
+
+def sample_windows(data: LatentWindows, batch_size: int, moving_fraction: float,
+                   gen: torch.Generator) -> list[int]:
+    """Window indices of one batch: round(moving_fraction * B) of them from `data.moving`, the rest
+    uniform over all windows (with 0, exactly the draw of plain uniform sampling)."""
+    n_moving = round(moving_fraction * batch_size)
+    if n_moving and not len(data.moving):
+        raise ValueError("moving_fraction > 0 but no training window moves an object (environment_state never "
+                         f"changes by more than {MOVING_THRESHOLD} over a chunk); use moving_fraction 0")
+    idx = torch.randint(len(data), (batch_size - n_moving,), generator=gen)
+    if n_moving:
+        idx = torch.cat([data.moving[torch.randint(len(data.moving), (n_moving,), generator=gen)], idx])
+    return idx.tolist()
+
+
+def frame_targets(episodes: Sequence[Episode]) -> dict[str, torch.Tensor]:
+    """Per-frame head targets over all episodes: state (N, D), env_state (N, E), success (N,) (the last
+    frame of a successful episode: episodes end on success), reward (N,) (of the action leading there)."""
+    success, reward = [], []
+    for ep in episodes:
+        s = np.zeros(ep.length + 1, np.float32)
+        s[-1] = float(ep.success)
+        success.append(s)
+        reward.append(np.concatenate([[0.0], ep.rewards]).astype(np.float32))
+    return {"state": torch.from_numpy(np.concatenate([ep.state for ep in episodes])),
+            "env_state": torch.from_numpy(np.concatenate([ep.env_state for ep in episodes])),
+            "success": torch.from_numpy(np.concatenate(success)), "reward": torch.from_numpy(np.concatenate(reward))}
+
+
+@torch.no_grad()
+def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], latents: torch.Tensor,
+                        windows: int, chunks: int, seed: int = 0, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Frames the world model generates, paired with the index of the real frame each stands for.
+
+    From `windows` random start frames (the start frame repeated as context, as a rollout from a reset
+    begins, or the K real frames before it), roll the model open-loop for up to `chunks` chunks with
+    the episode's true actions. latents: every real frame of every episode, concatenated (N, C, s, s).
+    Returns generated latents (M, C, s, s) and their real frame indices into `latents` (M,).
+    """
+    k, h = model.cfg.context, model.cfg.chunk
+    offsets = np.cumsum([0] + [ep.length + 1 for ep in episodes])
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator(device=latents.device).manual_seed(seed)
+    eps = rng.integers(len(episodes), size=windows)
+    starts = np.array([rng.integers(0, max(episodes[e].length - h + 1, 1)) for e in eps])
+    single = rng.random(windows) < 0.5
+    out_lat, out_idx = [], []
+    for i in tqdm(range(0, windows, batch), desc="heads: generate", unit="batch", leave=False):
+        e, t0, one = eps[i : i + batch], starts[i : i + batch], single[i : i + batch]
+        ctx_idx = np.stack([offsets[a] + (np.full(k, t) if o else np.clip(np.arange(t - k + 1, t + 1), 0, None))
+                            for a, t, o in zip(e, t0, one)])  # (b, K) rows of `latents`
+        state = WorldModelState(latents[torch.from_numpy(ctx_idx).to(latents.device)])  # context (b, K, C, s, s)
+        for c in range(chunks):
+            t = t0 + c * h  # first action of this chunk
+            alive = np.array([tt + h <= episodes[a].length for a, tt in zip(e, t)])
+            if not alive.any():
+                break
+            act = np.zeros((len(e), h, model.cfg.action_dim), np.float32)
+            for j, (a, tt) in enumerate(zip(e, t)):
+                if alive[j]:
+                    act[j] = episodes[a].actions[tt : tt + h]
+            lat, state = rollout(model, state, torch.from_numpy(act).to(latents.device), generator=gen)  # (b, H, C, s, s)
+            rows = np.flatnonzero(alive)
+            out_lat.append(lat[torch.from_numpy(rows).to(latents.device)].flatten(0, 1).cpu())
+            out_idx.append(torch.from_numpy((offsets[e[rows]] + t[rows])[:, None] + np.arange(1, h + 1)).flatten())
+    return torch.cat(out_lat).to(latents.device), torch.cat(out_idx).to(latents.device)
