@@ -7,6 +7,9 @@ Ids (see each module's docstring for scene, spaces and success):
     wmsuite/PushCube-v0   envs/push_cube.py   push a cube into a goal disk, top camera, 2-D actions
     wmsuite/PickPlace-v0  envs/pick_place.py  pick a cube and place it on a target, front + wrist cameras
 
+Task probes (what generic code may know about a task: object and agent slices, success from
+environment_state, an object detector, a start perturbation): `wmsuite.envs.get_probe(env_id)`.
+
 Scripted experts with a skill knob: `wmsuite.envs.experts:make_expert{"env_id": ..., "skill": 0.5}`.
 """
 
@@ -44,6 +47,12 @@ from wmsuite.envs.robosuite_env import register_robosuite_envs  # noqa: E402
 ROBOSUITE_IDS: tuple[str, ...] = tuple(register_robosuite_envs())
 LIBERO_IDS: tuple[str, ...] = tuple(register_libero_envs())
 
+DEFAULT_ENV_ID: str = ENV_IDS[0]
+"""The task commands use when given none."""
+
+# What generic code may know about each task (envs/probes.py); imports the task modules.
+from wmsuite.envs.probes import PROBES, TaskProbe, get_probe  # noqa: E402
+
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """`gymnasium.make` for a wmsuite id, with an error that lists the known ids.
@@ -64,4 +73,5 @@ def wmsuite_ids() -> tuple[str, ...]:
     return (*ENV_IDS, *others)
 
 
-__all__ = ["ENV_IDS", "LIBERO_IDS", "ROBOSUITE_IDS", "make_env", "wmsuite_ids"]
+__all__ = ["DEFAULT_ENV_ID", "ENV_IDS", "LIBERO_IDS", "PROBES", "ROBOSUITE_IDS", "TaskProbe", "get_probe", "make_env",
+           "wmsuite_ids"]

@@ -32,6 +32,7 @@ terminates on success unless `terminate_on_success=False`. Time limit: 120 steps
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 
 from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away
@@ -57,9 +58,9 @@ def detect_cube_xy(frames: np.ndarray, camera: str = "front") -> np.ndarray:
 
     frames: (H, W, 3) or (N, H, W, 3) uint8 at any size -> (2,) or (N, 2). Assumes the cube stands on
     the table: the centroid ray is cut with the plane through the cube's centre (z = 2 cm), which
-    measured unbiased (the visible top and front faces balance). Error on 64 px frames with the gripper
-    not in front of the cube: median 2 mm, max 8 mm (300 layouts; tests/envs/test_detect.py). A lifted cube, or one partly hidden behind the gripper, reads
-    wrong (up to ~4 cm) or NaN.
+    measured unbiased (the visible top and front faces balance); tests/envs/test_detect.py bounds the
+    error with the gripper not in front of the cube. A lifted cube, or one partly hidden behind the
+    gripper, reads wrong (by centimetres) or NaN.
     """
     if camera != "front":
         raise ValueError(f"PickPlace's cube detector works on the fixed 'front' camera, got {camera!r}")
@@ -102,6 +103,16 @@ class PickPlaceEnv(MujocoTaskEnv):
         self.data.ctrl[self._hand_act] = hand
         self.data.ctrl[self._finger_act] = FINGER_OPEN
         self.data.mocap_pos[self._target] = [*target, 0.0]
+
+    def nudge_cube(self, dxy: tuple[float, float] = (0.0, 0.0), dyaw: float = 0.0) -> None:
+        """Shift the cube by `dxy` (m) and turn it by `dyaw` (rad) about the vertical; takes effect at the
+        next forward pass or step (the start perturbation of eval-wm's replays, as PushCube's)."""
+        q = self.data.qpos
+        q[self._cube : self._cube + 2] += np.asarray(dxy, np.float64)
+        turn = np.array([np.cos(dyaw / 2), 0.0, 0.0, np.sin(dyaw / 2)])
+        quat = np.empty(4)
+        mujoco.mju_mulQuat(quat, turn, q[self._cube + 3 : self._cube + 7].copy())
+        q[self._cube + 3 : self._cube + 7] = quat
 
     def _apply_action(self, action: np.ndarray) -> None:
         hand = self.data.qpos[self._hand : self._hand + 3]

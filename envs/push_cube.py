@@ -53,8 +53,8 @@ def detect_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:
 
     frames: (H, W, 3) or (N, H, W, 3) uint8 at any size -> (2,) or (N, 2). The blob is the cube's top
     face plus the sliver of side face the perspective shows; its centroid ray is cut with the plane
-    z = 3.5 cm, where that mix measured unbiased (the top face's plane, 5 cm, biases 3 mm inward).
-    Error on 64 px frames: median ~2 mm, max ~8 mm (tests/envs/test_detect.py).
+    z = 3.5 cm, where that mix measured unbiased (the top face's plane, 5 cm, biases it inward);
+    tests/envs/test_detect.py bounds the error.
     """
     if camera != "top":
         raise ValueError(f"PushCube's cube detector works on the 'top' camera, got {camera!r}")

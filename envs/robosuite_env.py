@@ -43,6 +43,23 @@ INSTRUCTIONS = {
     "NutAssemblySquare": "fit the square nut onto the square peg",
 }
 
+# Lift's object-state (robosuite 1.4): cube position (3, world frame, m), cube quaternion xyzw (4),
+# gripper-to-cube vector (3). Its table top is at z = LIFT_TABLE_HEIGHT (the arena's table_offset).
+LIFT_ENV_STATE_DIM = 10
+LIFT_CUBE_XY = slice(0, 2)
+LIFT_TABLE_HEIGHT = 0.8  # m
+LIFT_MIN_HEIGHT = 0.04  # m above the table: robosuite's Lift._check_success
+
+
+def lift_success_from_env_state(env_state: np.ndarray) -> np.ndarray:
+    """(..., 10) Lift environment_state -> (...) bool: is the cube's centre more than LIFT_MIN_HEIGHT above
+    the table? (robosuite's Lift._check_success, computed without robosuite)."""
+    env_state = np.asarray(env_state)
+    if env_state.shape[-1:] != (LIFT_ENV_STATE_DIM,):
+        raise ValueError(f"Lift environment_state has {LIFT_ENV_STATE_DIM} entries, got shape {env_state.shape}")
+    return env_state[..., 2] > LIFT_TABLE_HEIGHT + LIFT_MIN_HEIGHT
+
+
 PROPRIO_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
 """robosuite observation keys concatenated into `agent_pos` (9 values for the Panda)."""
 

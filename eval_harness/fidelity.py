@@ -1,28 +1,28 @@
-"""Open-loop fidelity of a world model on held-out episodes.
+"""Open-loop fidelity of a world model on held-out episodes of any task with a probe (wmsuite.envs.probes).
 
 Every held-out episode starts from its first real frame (repeated to fill the context, as a rollout
 from a real reset does) and the world model is rolled open-loop with the episode's true actions,
-one chunk per step. Against the real episode we measure, per horizon h (actions since the start):
+one chunk per step. The task's probe says where the object and the agent are in the episode's
+environment_state and agent_pos, how success follows from environment_state, and how to read the
+object off a frame. Against the real episode we measure, per horizon h (actions since the start):
 
-    psnr, ssim           generated frame h vs real frame h (64x64 RGB)
-    object_error         |cube xy detected in the generated frame - true cube xy| in metres, with the
-                         env's own colour-blob detector (`detect_cube_xy`), so blurry or hallucinated
-                         frames cannot score well; `object_detect_rate` is the fraction of generated
-                         frames where the cube was found at all (misses are left out of the mean)
-    state_error          |cube xy from the world model's environment_state head - true cube xy|
+    psnr, ssim           generated frame h vs real frame h
+    object_error         |object xy detected in the generated frame - true object xy| in metres, with the
+                         probe's detector (`object_xy_from_frames`), so blurry or hallucinated frames
+                         cannot score well; `object_detect_rate` is the fraction of generated frames
+                         where the object was found at all (misses are left out of the mean)
+    state_error          |object xy from the world model's environment_state head - true object xy|
 
-and per episode / frame:
+and, teacher-forced (real context, one generated chunk):
 
-and, teacher-forced (real context, one generated chunk), on the windows where the real cube moves:
-
-    contact                    cube displacement over the chunk, real vs generated (both by the
-                               detector), and the end-position error, on windows where the real cube
-                               moves more than 1 cm; the same error on windows where it stays put.
-                               A model that never learned contact scores generated displacement ~0.
-                               Split by how squarely the pusher meets the cube: the median ratio of
-                               cube to pusher displacement, real and generated, on head-on windows
-                               (cube centre < 1 cm off the pusher's line of motion) and glancing ones
-                               (>= 3 cm off), where a real cube moves about half as far as the pusher.
+    contact                    object displacement over the chunk, real vs generated (both by the
+                               detector), and the end-position error, on windows where the real object
+                               moves more than the probe's moving_threshold; the same error on windows
+                               where it stays put. A model that never learned contact scores generated
+                               displacement ~0. Split by how squarely the agent meets the object: the
+                               median ratio of object to agent displacement, real and generated, on
+                               head-on windows (object centre less than the probe's head_on_offset off
+                               the agent's line of motion) and glancing ones (glancing_offset or more off).
 
 and per episode / frame:
 
@@ -30,14 +30,18 @@ and per episode / frame:
     success_agreement_replays  with `replay_p_success` (replays.py): the same prediction scored against the
                                real simulator replayed from every start whose first frame is the
                                episode's (p where it predicts success, 1 - p where failure)
-    success_agreement_detector cube detected in the last generated frame lies inside the real goal
+    success_agreement_detector the task's success rule on the real last environment_state with the object
+                               placed where it is detected in the last generated frame
+    success_agreement_state    the task's success rule on the environment_state head's last prediction
     success_head_accuracy      success head on real frames vs the frame's true success (and balanced)
     idm_error_real / _generated  mean |action recovered by the inverse-dynamics head - true action|
                                from real frames / from the generated frames
     reconstruction_psnr        codec alone: decode(encode(real frame)) vs real frame
 
 Horizons longer than an episode skip that episode; `count` says how many frames each figure averages
-(episodes x repeats, where every episode is rolled out more than once).
+(episodes x repeats, where every episode is rolled out more than once). The detector figures
+(object_error, object_error_median, object_detect_rate, success_agreement_detector, contact) are None
+where the probe has no detector or the world model generates another camera than the detector reads.
 """
 
 from __future__ import annotations
@@ -48,11 +52,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
+from wmsuite.envs.probes import TaskProbe
 from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
 from wmsuite.world_models.codec import reconstruction_psnr
+from wmsuite.world_models.rollout import WorldModelState, rollout
 
 DEFAULT_HORIZONS = (1, 8, 16, 32, 64)
 
@@ -109,17 +114,11 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
     act = torch.from_numpy(actions)
     first = torch.from_numpy(np.stack([ep.obs[cam][0] for ep in episodes])).permute(0, 3, 1, 2)  # (N, 3, S, S)
     z0 = model.codec.encode(first)  # (N, C, s, s)
-    context = z0[:, None].expand(n, k, *z0.shape[1:]).clone()
     gen = torch.Generator().manual_seed(seed)
-    latents, idm_err = [z0[:, None]], []
-    for j in tqdm(range(n_chunks), desc="open-loop", unit="chunk", leave=False):
-        chunk = act[:, j * h : (j + 1) * h]
-        lat = model.generate(context, chunk, steps=steps, generator=gen)  # (N, H, C, s, s)
-        idm_err.append((model.inverse_dynamics(context[:, -1], lat) - chunk).abs().mean(-1))  # (N, H)
-        latents.append(lat)
-        context = torch.cat([context, lat], dim=1)[:, -k:]
-    latents_t = torch.cat(latents, dim=1)  # (N, n_chunks*H + 1, C, s, s)
-    idm_t = torch.cat(idm_err, 1)  # (N, n_chunks*H)
+    lat, _ = rollout(model, WorldModelState.from_latents(z0[:, None], k), act, steps=steps, generator=gen)
+    latents_t = torch.cat([z0[:, None], lat], dim=1)  # (N, n_chunks*H + 1, C, s, s)
+    idm_t = torch.cat([(model.inverse_dynamics(latents_t[:, j * h], lat[:, j * h : (j + 1) * h])
+                        - act[:, j * h : (j + 1) * h]).abs().mean(-1) for j in range(n_chunks)], 1)  # (N, n_chunks*H)
     # the re-anchored last chunk of every episode whose end falls inside a chunk
     ends = [ep.length for ep in episodes]
     partial = [i for i, t in enumerate(ends) if t % h and t >= h]
@@ -127,7 +126,7 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
         ctx_idx = torch.tensor([[max(0, ends[i] - h - k + 1 + m) for m in range(k)] for i in partial])  # (P, K)
         ctx = latents_t[torch.tensor(partial)[:, None], ctx_idx]  # (P, K, C, s, s)
         last_act = torch.stack([act[i, ends[i] - h : ends[i]] for i in partial])  # (P, H, A)
-        lat = model.generate(ctx, last_act, steps=steps, generator=gen)  # (P, H, C, s, s)
+        lat, _ = rollout(model, WorldModelState(ctx), last_act, steps=steps, generator=gen)  # (P, H, C, s, s)
         err = (model.inverse_dynamics(ctx[:, -1], lat) - last_act).abs().mean(-1)  # (P, H)
         for p, i in enumerate(partial):
             r = ends[i] % h  # frames after the last whole chunk
@@ -140,14 +139,11 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
 
 
 @torch.no_grad()
-def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
-                      detect_cube_xy: Callable[[np.ndarray], np.ndarray],
-                      success_from_env_state: Callable[[np.ndarray], np.ndarray],
+def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe,
                       horizons: Sequence[int] = DEFAULT_HORIZONS, batch_size: int = 64, seed: int = 0,
                       steps: int | None = None, repeats: int = 1,
                       replay_p_success: np.ndarray | None = None) -> dict[str, Any]:
-    """All the figures of the module docstring. `detect_cube_xy`: (N, S, S, 3) uint8 -> (N, 2) xy (NaN
-    when not found); `success_from_env_state`: (..., E) -> (...) bool (both from the task's env module).
+    """All the figures of the module docstring, for episodes of the task `probe` describes.
 
     `repeats` rolls every episode that many times with other sampling noise (repeat r of the batch at
     `start` uses seed `seed + start + 1_000_000 * r`, so repeat 0 is the single rollout's): the open-loop
@@ -159,8 +155,11 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if replay_p_success is not None and len(replay_p_success) != len(episodes):
         raise ValueError(f"replay_p_success has {len(replay_p_success)} entries for {len(episodes)} episodes")
+    check_task(model, probe)
     model.eval()
     cam, h = model.cfg.camera, model.cfg.chunk
+    detect = frame_detector(probe, cam)
+    obj = probe.object_xy
     per_h: dict[int, dict[str, list[float]]] = {hz: {"psnr": [], "ssim": [], "obj": [], "found": [], "state": []}
                                                for hz in horizons}
     agree_by_repeat: list[list[bool]] = [[] for _ in range(repeats)]
@@ -177,34 +176,35 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
             wanted = [hz for hz in horizons if hz <= t_end] + [t_end]
             frames = model.codec.decode(lat[i, wanted]).permute(0, 2, 3, 1).numpy()  # (len, S, S, 3)
             real = ep.obs[cam][wanted]
-            cube_gen = detect_cube_xy(frames)  # (len, 2)
-            cube_true = ep.env_state[wanted, :2]
+            obj_gen = detect(frames) if detect is not None else None  # (len, 2)
+            obj_true = ep.env_state[wanted, obj]  # (len, 2)
             p, s = psnr(frames, real), ssim(frames, real)
             for m, hz in enumerate(wanted[:-1]):
                 rec = per_h[hz]
                 rec["psnr"].append(float(p[m]))
                 rec["ssim"].append(float(s[m]))
-                found = bool(np.isfinite(cube_gen[m]).all())
-                rec["found"].append(float(found))
-                if found:
-                    rec["obj"].append(float(np.linalg.norm(cube_gen[m] - cube_true[m])))
-                rec["state"].append(float(np.linalg.norm(out["env_state"][i, hz, :2] - cube_true[m])))
+                if obj_gen is not None:
+                    found = bool(np.isfinite(obj_gen[m]).all())
+                    rec["found"].append(float(found))
+                    if found:
+                        rec["obj"].append(float(np.linalg.norm(obj_gen[m] - obj_true[m])))
+                rec["state"].append(float(np.linalg.norm(out["env_state"][i, hz, obj] - obj_true[m])))
             predicted[r, start + i] = out["success_prob"][i, t_end] > 0.5
             agree_by_repeat[r].append(bool(predicted[r, start + i]) == ep.success)
-            last_state = ep.env_state[t_end].copy()
-            detected = cube_gen[-1]
-            if np.isfinite(detected).all():
-                last_state[:2] = detected
-                agree_det.append(bool(success_from_env_state(last_state)) == ep.success)
-            else:
-                agree_det.append(not ep.success)  # no cube seen: predicts failure
-            agree_state.append(bool(success_from_env_state(out["env_state"][i, t_end])) == ep.success)
+            if obj_gen is not None:
+                last_state = ep.env_state[t_end].copy()
+                if np.isfinite(obj_gen[-1]).all():
+                    last_state[obj] = obj_gen[-1]
+                    agree_det.append(bool(probe.success_from_env_state(last_state)) == ep.success)
+                else:
+                    agree_det.append(not ep.success)  # no object seen: predicts failure
+            agree_state.append(bool(probe.success_from_env_state(out["env_state"][i, t_end])) == ep.success)
 
     def by_h(key: str, reduce: Callable[[list[float]], float] = np.mean) -> dict[str, float | None]:
         return {str(hz): (float(reduce(v[key])) if v[key] else None) for hz, v in per_h.items()}
 
     real_idm, head_acc, head_bal = _real_frame_metrics(model, episodes)
-    contact = contact_fidelity(model, episodes, detect_cube_xy, seed=seed, steps=steps)
+    contact = contact_fidelity(model, episodes, probe, seed=seed, steps=steps) if detect is not None else None
     frames = torch.from_numpy(np.concatenate([ep.obs[cam] for ep in episodes[:64]])).permute(0, 3, 1, 2)
     replays = None
     if replay_p_success is not None:
@@ -216,7 +216,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},
         "success_agreement": float(np.mean(agree_by_repeat)),
         "success_agreement_per_repeat": [float(np.mean(a)) for a in agree_by_repeat],
-        "success_agreement_detector": float(np.mean(agree_det)),
+        "success_agreement_detector": float(np.mean(agree_det)) if agree_det else None,
         "success_agreement_state": float(np.mean(agree_state)),
         "success_head_accuracy": head_acc, "success_head_balanced_accuracy": head_bal, "contact": contact,
         "idm_error_real": real_idm, "idm_error_generated": float(np.mean(idm_gen)),
@@ -227,52 +227,54 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
 
 
 @torch.no_grad()
-def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
-                     detect_cube_xy: Callable[[np.ndarray], np.ndarray], min_move: float = 0.01,
-                     batch_size: int = 128, seed: int = 0, steps: int | None = None,
-                     head_on: float = 0.01, glancing: float = 0.03) -> dict[str, float | int | None]:
+def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe,
+                     batch_size: int = 128, seed: int = 0, steps: int | None = None) -> dict[str, float | int | None]:
     """Teacher-forced contact check: from K real context frames, generate one chunk with the true actions
-    and compare the cube's displacement over it (detected in the real and in the generated last frame,
-    from the real cube position at the window start) on windows every H steps of every episode.
+    and compare the object's displacement over it (detected in the generated last frame, from the real
+    object position at the window start) on windows every H steps of every episode.
 
-    Returns moving_windows / still_windows (real displacement > `min_move` m / < 1 mm), real_displacement
-    and generated_displacement (means over moving windows, m), moving_end_error and still_end_error
-    (mean |generated - real| cube position at the chunk's end, m; undetected cubes left out), along_ratio
-    (median over moving windows of the generated cube's progress along the real displacement, divided by
-    its length: 1 = as far as the real cube, signed, so sideways errors do not inflate it), and for
-    the moving windows where the pusher (`state[:, :2]`, PushCube's agent_pos) moves more than 5 mm and
-    the cube centre starts less than `head_on` / at least `glancing` metres off its line: headon_windows,
-    glancing_windows, the median cube-to-pusher displacement ratio, real and generated
-    (headon_ratio_real, headon_ratio_generated, glancing_ratio_real, glancing_ratio_generated), and
-    headon_along_ratio / glancing_along_ratio.
+    Returns moving_windows / still_windows (real displacement > the probe's moving_threshold / < 1 mm),
+    real_displacement and generated_displacement (means over moving windows, m), moving_end_error and
+    still_end_error (mean |generated - real| object position at the chunk's end, m; undetected objects
+    left out), along_ratio (median over moving windows of the generated object's progress along the real
+    displacement, divided by its length: 1 = as far as the real object, signed, so sideways errors do not
+    inflate it), and for the moving windows where the agent (agent_pos[probe.agent_xy]) moves more than
+    the probe's agent_moving_threshold and the object centre starts less than head_on_offset / at least
+    glancing_offset metres off its line: headon_windows, glancing_windows, the median object-to-agent
+    displacement ratio, real and generated (headon_ratio_real, headon_ratio_generated,
+    glancing_ratio_real, glancing_ratio_generated), and headon_along_ratio / glancing_along_ratio.
     """
     cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
-    ctx, act, start_xy, end_xy, pusher_from, pusher_to = [], [], [], [], [], []
+    detect = frame_detector(probe, cam)
+    if detect is None:
+        raise ValueError(f"the contact check reads the object off generated {cam!r} frames, and {probe.env_id}'s "
+                         f"probe has no detector for them (its detector reads {probe.camera!r}, or none)")
+    ctx, act, start_xy, end_xy, agent_from, agent_to = [], [], [], [], [], []
     for ep in episodes:
         z = model.codec.encode(torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2))  # (T+1, C, s, s), once
         for t in range(0, ep.length - h + 1, h):
             ctx.append(z[torch.arange(t - k + 1, t + 1).clamp_min(0)])  # the first frame repeats before t = 0
             act.append(torch.from_numpy(ep.actions[t : t + h]))
-            start_xy.append(ep.env_state[t, :2])
-            end_xy.append(ep.env_state[t + h, :2])
-            pusher_from.append(ep.state[t, :2])
-            pusher_to.append(ep.state[t + h, :2])
+            start_xy.append(ep.env_state[t, probe.object_xy])
+            end_xy.append(ep.env_state[t + h, probe.object_xy])
+            agent_from.append(ep.state[t, probe.agent_xy])
+            agent_to.append(ep.state[t + h, probe.agent_xy])
     start, end = np.asarray(start_xy), np.asarray(end_xy)  # (W, 2)
-    p0, p1 = np.asarray(pusher_from), np.asarray(pusher_to)  # (W, 2)
-    real_move, push = np.linalg.norm(end - start, axis=1), np.linalg.norm(p1 - p0, axis=1)
-    lateral = lateral_offset(start, p0, p1)
+    a0, a1 = np.asarray(agent_from), np.asarray(agent_to)  # (W, 2)
+    real_move, push = np.linalg.norm(end - start, axis=1), np.linalg.norm(a1 - a0, axis=1)
+    lateral = lateral_offset(start, a0, a1)
     gen = torch.Generator().manual_seed(seed)
     detected = []
     for i in range(0, len(ctx), batch_size):
         lat = model.generate(torch.stack(ctx[i : i + batch_size]), torch.stack(act[i : i + batch_size]), steps=steps,
                              generator=gen)  # (b, H, C, s, s)
-        detected.append(detect_cube_xy(model.codec.decode(lat[:, -1]).permute(0, 2, 3, 1).numpy()))
+        detected.append(detect(model.codec.decode(lat[:, -1]).permute(0, 2, 3, 1).numpy()))
     det = np.concatenate(detected)  # (W, 2), NaN where not found
-    moving, still = real_move > min_move, real_move < 1e-3
+    moving, still = real_move > probe.moving_threshold, real_move < 1e-3
     err = np.linalg.norm(det - end, axis=1)
     gen_move = np.linalg.norm(det - start, axis=1)
     # Signed progress along the real path, in units of the real distance: a sideways error does not
-    # inflate it as it does the norm above (1 = as far as the real cube; > 1 overshoots, < 1 lags).
+    # inflate it as it does the norm above (1 = as far as the real object; > 1 overshoots, < 1 lags).
     along = ((det - start) * (end - start)).sum(1) / np.maximum(real_move, 1e-9) ** 2
 
     def finite(values: np.ndarray, reduce: Callable[[np.ndarray], Any] = np.mean) -> float | None:
@@ -284,8 +286,9 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
         "real_displacement": finite(real_move[moving]), "generated_displacement": finite(gen_move[moving]),
         "moving_end_error": finite(err[moving]), "still_end_error": finite(err[still]),
         "along_ratio": finite(along[moving], np.median)}
-    pushed = moving & (push > 0.005)  # the pusher moved: its line of motion and the ratio are defined
-    for name, subset in (("headon", pushed & (lateral < head_on)), ("glancing", pushed & (lateral >= glancing))):
+    pushed = moving & (push > probe.agent_moving_threshold)  # the agent moved: its line and the ratio are defined
+    for name, subset in (("headon", pushed & (lateral < probe.head_on_offset)),
+                         ("glancing", pushed & (lateral >= probe.glancing_offset))):
         out[f"{name}_windows"] = int(subset.sum())
         out[f"{name}_ratio_real"] = finite(real_move[subset] / push[subset], np.median)
         out[f"{name}_ratio_generated"] = finite(gen_move[subset] / push[subset], np.median)
@@ -293,13 +296,26 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode],
     return out
 
 
-def lateral_offset(cube: np.ndarray, pusher_from: np.ndarray, pusher_to: np.ndarray) -> np.ndarray:
-    """(W, 2) cube centres and pusher positions before / after a chunk -> (W,) distance in metres of the
-    cube centre from the line the pusher moves along: ~0 for a square push, >= 3 cm for a glancing one."""
-    move = pusher_to - pusher_from
+def lateral_offset(obj: np.ndarray, agent_from: np.ndarray, agent_to: np.ndarray) -> np.ndarray:
+    """(W, 2) object centres and agent positions before / after a chunk -> (W,) distance in metres of the
+    object centre from the line the agent moves along: ~0 for a square push, large for a glancing one."""
+    move = agent_to - agent_from
     along = move / np.maximum(np.linalg.norm(move, axis=1), 1e-9)[:, None]  # unit direction of the motion
-    rel = cube - pusher_from
+    rel = obj - agent_from
     return np.abs(along[:, 0] * rel[:, 1] - along[:, 1] * rel[:, 0])
+
+
+def check_task(model: LatentWorldModel, probe: TaskProbe) -> None:
+    """A ValueError where the world model's action and environment_state sizes are not the probe's task's."""
+    if (model.cfg.action_dim, model.cfg.env_state_dim) != (probe.action_dim, probe.env_state_dim):
+        raise ValueError(f"the world model takes {model.cfg.action_dim}-d actions and predicts a "
+                         f"{model.cfg.env_state_dim}-d environment_state; {probe.env_id} has {probe.action_dim}-d and "
+                         f"{probe.env_state_dim}-d: was it trained on another task?")
+
+
+def frame_detector(probe: TaskProbe, camera: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The probe's object detector if it reads `camera`'s frames (the world model's), else None."""
+    return probe.object_xy_from_frames if camera == probe.camera else None
 
 
 @torch.no_grad()

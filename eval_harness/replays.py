@@ -1,10 +1,10 @@
 """The real simulator's own agreement with an episode's outcome, from starts a frame cannot tell apart.
 
 `eval-wm`'s success_agreement rolls a world model from an episode's first frame with the episode's
-recorded actions and asks whether the cube is in the goal at the episode's last step. Here the real
+recorded actions and asks whether the task succeeds at the episode's last step. Here the real
 simulator answers the same question from nudged starts: the episode's first simulator state with the
-cube shifted and turned by every step of a small grid, keeping only the nudges whose rendered first
-frame is bit-identical to the episode's own. Replaying the recorded actions open-loop from each of
+object shifted and turned by every step of a small grid (the task probe's `perturb_start`), keeping
+only the nudges whose rendered first frame is bit-identical to the episode's own. Replaying the recorded actions open-loop from each of
 them gives p, the share of frame-identical starts (the episode's own included) that succeed.
 
 A model that sees the frame and the actions gets the same input from all of them, so over the
@@ -16,9 +16,9 @@ episode and its frame-identical replays it agrees with the real outcome on at mo
     success_agreement_replays   a model's agreement over those replays: p where it predicts success,
                                 1 - p where it predicts failure (computed in fidelity.py)
     replay_flip_rate_*          share of frame-identical replays whose outcome differs from the episode's
-    replay_end_shift_median     median distance (m) between where a frame-identical replay leaves the cube
-                                and where the episode's own replay does (environment_state[:2], the
-                                cube's x, y in PushCube)
+    replay_end_shift_median     median distance (m) between where a frame-identical replay leaves the
+                                object and where the episode's own replay does (the probe's object_xy
+                                of environment_state)
 
 On the episodes alone, the figures to hold eval-wm's success_agreement against:
 
@@ -45,6 +45,7 @@ import mujoco
 import numpy as np
 from tqdm.auto import tqdm
 
+from wmsuite.envs.probes import TaskProbe
 from wmsuite.types import Episode
 
 
@@ -63,20 +64,23 @@ class Replay(NamedTuple):
     """(E,) environment_state after the last action (None where not `same`)."""
 
 
-def place_nudged(env: Any, sim_state: np.ndarray, nudge: tuple[float, float, float]) -> None:
-    """Restore `sim_state` in `env` (an unwrapped task env with set_sim_state and nudge_cube) with the cube
-    nudged by (dx m, dy m, dyaw rad), ready to render."""
+def place_nudged(env: Any, sim_state: np.ndarray, nudge: tuple[float, float, float], probe: TaskProbe) -> None:
+    """Restore `sim_state` in `env` (an unwrapped built-in task env) with the object nudged by
+    (dx m, dy m, dyaw rad) through the probe's `perturb_start`, ready to render."""
+    perturb = _perturbation(probe)
     env.set_sim_state(sim_state)
-    env.nudge_cube(nudge[:2], nudge[2])
+    perturb(env, nudge)
     mujoco.mj_forward(env.model, env.data)
 
 
-def replay(env: Any, episode: Episode, nudge: tuple[float, float, float], camera: str) -> Replay:
-    """One nudged start of `episode` in `env` (an unwrapped task env with set_sim_state, nudge_cube and
-    render_camera), replayed with the episode's actions if its first frame is the episode's."""
-    first = episode.obs[camera][0]
-    place_nudged(env, episode.sim_states[0], nudge)
-    same = bool(np.array_equal(env.render_camera(camera, first.shape[0]), first))
+def replay(env: Any, episode: Episode, nudge: tuple[float, float, float], probe: TaskProbe,
+           camera: str | None = None) -> Replay:
+    """One nudged start of `episode` in `env` (an unwrapped built-in task env: set_sim_state,
+    render_camera), replayed with the episode's actions if its `camera` frame (default: the probe's)
+    is the episode's."""
+    first = episode.obs[camera or probe.camera][0]
+    place_nudged(env, episode.sim_states[0], nudge, probe)
+    same = bool(np.array_equal(env.render_camera(camera or probe.camera, first.shape[0]), first))
     if not same:  # not a start the model could mistake for the episode's: no need to replay it
         return Replay(False, False, None)
     for action in episode.actions:
@@ -85,33 +89,36 @@ def replay(env: Any, episode: Episode, nudge: tuple[float, float, float], camera
 
 
 def frame_identical_outcomes(env: Any, episodes: Sequence[Episode], nudges: Sequence[tuple[float, float, float]],
-                             camera: str = "top") -> dict[str, Any]:
+                             probe: TaskProbe, camera: str | None = None) -> dict[str, Any]:
     """Per episode, the outcomes of its frame-identical replays (see the module docstring).
 
     Returns replay_p_success (N,) floats, replay_identical_starts (N,) ints, success_agreement_ceiling,
     success_agreement_sampler, success_agreement_sampler_episodes, success_agreement_mode_episodes,
     replay_flip_rate_successes / _failures and replay_end_shift_median (None where no such replay
     exists), replay_nudges.
-    `env` must be the episodes' task built without cameras in its observations (cameras=()) and
-    reset once; every episode must carry sim_states (`wmsuite collect` records them).
+    `env` must be the episodes' task (`probe.env_id`), unwrapped, built without cameras in its
+    observations (cameras=()) and reset once; every episode must carry sim_states (`wmsuite collect`
+    records them). `camera`: the frames compared (the world model's; default the probe's camera).
     """
-    if not callable(getattr(env, "nudge_cube", None)):
-        raise ValueError(f"{type(env).__name__} cannot nudge its object (it has no nudge_cube method); "
-                         "frame-identical replays are measured on wmsuite/PushCube-v0")
+    _perturbation(probe)
+    spec = getattr(env, "spec", None)
+    if spec is not None and spec.id != probe.env_id:
+        raise ValueError(f"the replay env is {spec.id} but the probe describes {probe.env_id}")
     for i, ep in enumerate(episodes):
         if ep.sim_states.shape[1] == 0 or ep.length == 0:
             raise ValueError(f"episode {i} has no simulator states or no actions; record episodes with "
                              "`wmsuite collect` to replay them")
     p, counts, flips, shifts = [], [], {True: [], False: []}, []
     for ep in tqdm(episodes, desc="replays", unit="ep", leave=False):
-        own = replay(env, ep, (0.0, 0.0, 0.0), camera)
+        own = replay(env, ep, (0.0, 0.0, 0.0), probe, camera)
         if not own.same or own.success != ep.success:
             raise RuntimeError("replaying an episode from its own start did not give back its first frame and "
                                "outcome: it was recorded with another scene, camera or simulator version")
-        replays = [r for r in (replay(env, ep, n, camera) for n in nudges) if r.same]
+        replays = [r for r in (replay(env, ep, n, probe, camera) for n in nudges) if r.same]
         outcomes = [r.success for r in replays]
         flips[ep.success].extend(s != ep.success for s in outcomes)
-        shifts.extend(float(np.linalg.norm(r.env_state[:2] - own.env_state[:2])) for r in replays)
+        own_xy = probe.object_xy_from_env_state(own.env_state)
+        shifts.extend(float(np.linalg.norm(probe.object_xy_from_env_state(r.env_state) - own_xy)) for r in replays)
         p.append((ep.success + sum(outcomes)) / (1 + len(outcomes)))
         counts.append(len(outcomes))
     p_arr = np.asarray(p)
@@ -135,3 +142,12 @@ def agreement_bounds(p: np.ndarray, success: np.ndarray) -> dict[str, float]:
         "success_agreement_sampler_episodes": float(np.mean(p_real)),
         "success_agreement_mode_episodes": float(np.mean(np.where(p_real == 0.5, 0.5, p_real > 0.5))),
     }
+
+
+def _perturbation(probe: TaskProbe) -> Any:
+    """The probe's `perturb_start`, or a ValueError saying that this task cannot be replayed from nudged starts."""
+    if probe.perturb_start is None:
+        raise ValueError(f"{probe.env_id}'s task probe defines no start perturbation (perturb_start), so its "
+                         "episodes cannot be replayed from nudged starts; run eval-wm without --replays, or add a "
+                         "perturb_start to its probe in wmsuite/envs/probes.py")
+    return probe.perturb_start

@@ -7,12 +7,14 @@ that never learned contact). Detector error on 64 px frames is a few mm, so the 
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
+from wmsuite.envs import get_probe
 from wmsuite.eval_harness.fidelity import contact_fidelity
 from wmsuite.world_models.codec import make_codec
 from wmsuite.world_models.config import CodecConfig
@@ -39,11 +41,12 @@ class _TableModel:
         return context[:, -1:].expand(-1, self.cfg.chunk, -1, -1, -1)
 
 
-def test_contact_check_separates_an_oracle_from_a_model_that_never_moves_the_cube(pushed_episodes):
-    from wmsuite.envs.push_cube import detect_cube_xy
+PROBE = get_probe("wmsuite/PushCube-v0")
 
-    oracle = contact_fidelity(_TableModel(pushed_episodes, oracle=True), pushed_episodes, detect_cube_xy)
-    frozen = contact_fidelity(_TableModel(pushed_episodes, oracle=False), pushed_episodes, detect_cube_xy)
+
+def test_contact_check_separates_an_oracle_from_a_model_that_never_moves_the_cube(pushed_episodes):
+    oracle = contact_fidelity(_TableModel(pushed_episodes, oracle=True), pushed_episodes, PROBE)
+    frozen = contact_fidelity(_TableModel(pushed_episodes, oracle=False), pushed_episodes, PROBE)
     assert oracle["moving_windows"] >= 5 and oracle["moving_windows"] == frozen["moving_windows"]
     assert oracle["real_displacement"] > 0.02
     # the oracle's cube moves as far as the real one and ends where it does (detector error only)
@@ -58,10 +61,8 @@ def test_contact_check_separates_an_oracle_from_a_model_that_never_moves_the_cub
 def test_contact_ratios_follow_the_generated_cube(pushed_episodes):
     """Head-on windows: the oracle's cube-to-pusher ratio is the real one, the frozen model's is ~0; the
     same for the progress along the real path (1 for the oracle)."""
-    from wmsuite.envs.push_cube import detect_cube_xy
-
-    oracle = contact_fidelity(_TableModel(pushed_episodes, oracle=True), pushed_episodes, detect_cube_xy)
-    frozen = contact_fidelity(_TableModel(pushed_episodes, oracle=False), pushed_episodes, detect_cube_xy)
+    oracle = contact_fidelity(_TableModel(pushed_episodes, oracle=True), pushed_episodes, PROBE)
+    frozen = contact_fidelity(_TableModel(pushed_episodes, oracle=False), pushed_episodes, PROBE)
     assert oracle["headon_windows"] >= 3 and oracle["headon_windows"] == frozen["headon_windows"]
     assert oracle["headon_ratio_real"] > 0.5  # a square push carries the cube with the pusher
     assert oracle["headon_ratio_generated"] == pytest.approx(oracle["headon_ratio_real"], abs=0.15)
@@ -72,6 +73,27 @@ def test_contact_ratios_follow_the_generated_cube(pushed_episodes):
     assert abs(frozen["along_ratio"]) < 0.2 and abs(frozen["headon_along_ratio"]) < 0.2
     n = oracle["headon_windows"] + oracle["glancing_windows"]
     assert n <= oracle["moving_windows"]
+
+
+def test_contact_thresholds_come_from_the_probe(pushed_episodes):
+    """A probe with a larger moving threshold and a wider head-on band counts windows by its own numbers."""
+    real_moves = np.array([np.linalg.norm(ep.env_state[t + 4, :2] - ep.env_state[t, :2])
+                           for ep in pushed_episodes for t in range(0, ep.length - 3, 4)])  # the windows, by hand
+    cut = float(np.median(real_moves[real_moves > 0.01]))  # half of the default's moving windows
+    model = _TableModel(pushed_episodes, oracle=True)
+    base = contact_fidelity(model, pushed_episodes, PROBE)
+    high = contact_fidelity(model, pushed_episodes, dataclasses.replace(PROBE, moving_threshold=cut))
+    assert base["moving_windows"] == (real_moves > 0.01).sum()
+    assert high["moving_windows"] == (real_moves > cut).sum() < base["moving_windows"]
+    wide = contact_fidelity(model, pushed_episodes, dataclasses.replace(PROBE, head_on_offset=0.03))
+    assert wide["headon_windows"] > base["headon_windows"]
+
+
+def test_a_probe_without_a_detector_for_the_camera_is_refused(pushed_episodes):
+    model = _TableModel(pushed_episodes, oracle=False)
+    for probe in (dataclasses.replace(PROBE, object_xy_from_frames=None), dataclasses.replace(PROBE, camera="front")):
+        with pytest.raises(ValueError, match="no detector"):
+            contact_fidelity(model, pushed_episodes, probe)
 
 
 class _ChunkIntegrator:

@@ -28,7 +28,10 @@ from wmsuite.logging import write_metrics
 class BenchPoliciesConfig:
     policies: list[str] = field(default_factory=lambda: ["flow", "diffusion"])
     """Checkpoint directories / 'assets:' paths, or a kind ('flow', 'diffusion') for an untrained
-    policy of the default size with PushCube's input shapes."""
+    policy of the default size with the input shapes of --env's task."""
+    env: str = ""
+    """Task (env id) whose probe gives an untrained policy its action, agent_pos and environment_state
+    sizes. Empty: the built-in default task (wmsuite.envs.DEFAULT_ENV_ID)."""
     steps: list[int] = field(default_factory=lambda: [1, 5, 10, 20])
     """Sampler step counts (Euler steps for flow, DDIM steps for diffusion)."""
     batch_sizes: list[int] = field(default_factory=lambda: [1, 64])
@@ -57,20 +60,22 @@ class BenchPoliciesConfig:
 
 CONFIG = BenchPoliciesConfig
 
-PUSHCUBE_DIMS = {"action": 2, "agent_pos": 2, "environment_state": 6}
-
 
 def run(cfg: BenchPoliciesConfig) -> int:
+    from wmsuite.envs import DEFAULT_ENV_ID, get_probe
     from wmsuite.policies import POLICY_KINDS, load_policy, make_policy
+
+    probe = get_probe(cfg.env or DEFAULT_ENV_ID)  # an untrained policy takes this task's input shapes
+    dims = {"action": probe.action_dim, "agent_pos": probe.agent_dim, "environment_state": probe.env_state_dim}
+    a, d = probe.action_dim, probe.agent_dim
+    stats = {"action": {"min": [-1.0] * a, "max": [1.0] * a}, "agent_pos": {"mean": [0.0] * d, "std": [1.0] * d}}
 
     torch.set_num_threads(cfg.threads)
     metrics: dict[str, float] = {"threads": cfg.threads}
     rows = []
     for spec in cfg.policies:
         if spec in POLICY_KINDS:
-            stats = {"action": {"min": [-1.0, -1.0], "max": [1.0, 1.0]},
-                     "agent_pos": {"mean": [0.0, 0.0], "std": [1.0, 1.0]}}
-            policy = make_policy(spec, PUSHCUBE_DIMS, stats).to(cfg.device).eval()
+            policy = make_policy(spec, dims, stats, cameras=(probe.camera,)).to(cfg.device).eval()
             name = spec
         else:
             policy = load_policy(spec, device=cfg.device)

@@ -2,14 +2,20 @@
 
     wmsuite eval-wm --wm assets/wm/pushcube --data data/pushcube_heldout.hdf5 --out runs/eval-wm
 
+The task (`--env`, by default the env id the data file records) gives the world model's figures their
+meaning through its probe (wmsuite.envs.probes): where the object is, how success follows from
+environment_state, and the detector that reads the object off generated frames.
+
 Prints and writes to `--out DIR/metrics.json` (flat keys; per-horizon figures are objects keyed by
-horizon in actions): psnr, ssim, object_error (metres, by the env's colour-blob cube detector),
+horizon in actions): psnr, ssim, object_error (metres, by the task's object detector),
 object_error_median, object_detect_rate, state_error, success_agreement (success head on the last
 generated frame vs the real outcome; with --repeats R, pooled over R rollouts of every episode, and
 success_agreement_per_repeat), success_agreement_detector, success_agreement_state,
 success_head_accuracy, success_head_balanced_accuracy, idm_error_real, idm_error_generated,
-reconstruction_psnr, contact (teacher-forced: does the generated cube move when the real one does, and as
-far, head-on and in glancing contact?). See wmsuite/eval_harness/fidelity.py for the definitions.
+reconstruction_psnr, contact (teacher-forced: does the generated object move when the real one does, and as
+far, head-on and in glancing contact?). See wmsuite/eval_harness/fidelity.py for the definitions. The
+detector figures are None (and skipped in the printout, with a note) where the task has no detector or
+the world model generates another camera than the one the detector reads.
 
 With --replays, the real simulator replays every episode's actions from the starts whose first frame
 is identical to the episode's (wmsuite/eval_harness/replays.py) and the figures gain
@@ -27,13 +33,17 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from wmsuite.cli.common import seed_everything
-from wmsuite.data import load_episodes
+from wmsuite.data import EpisodeFile, load_episodes
 from wmsuite.logging import write_metrics
+
+if TYPE_CHECKING:
+    from wmsuite.envs.probes import TaskProbe
 
 
 @dataclass
@@ -42,8 +52,9 @@ class EvalWMConfig:
     """World-model checkpoint directory, or a `wmsuite train-wm` run directory (uses latest/)."""
     data: str = "data/pushcube_heldout.hdf5"
     """Held-out episodes (recorded with other seeds than the training data)."""
-    env: str = "wmsuite/PushCube-v0"
-    """Task whose cube detector and success rule score the generated frames."""
+    env: str = ""
+    """Task (env id) whose probe scores the generated frames: object detector, success rule, object and
+    agent slices. Empty: the env id recorded in --data (`wmsuite collect` stores it)."""
     out: str = ""
     """Directory for metrics.json (nothing written when empty)."""
     horizons: list[int] = field(default_factory=lambda: [1, 8, 16, 32, 64])
@@ -62,13 +73,13 @@ class EvalWMConfig:
     """Open-loop rollouts of every episode, each with other sampling noise; the figures pool them and
     success_agreement_per_repeat shows how far one rollout's agreement can move (5 for the docs' figures)."""
     replays: bool = False
-    """Also replay every episode in the real simulator from the starts (cube nudged by the grid below)
-    whose first frame is bit-identical to its own, for success_agreement_ceiling and
-    success_agreement_replays: how much of the outcome the frame can decide at all (~1 min for 60 episodes)."""
+    """Also replay every episode in the real simulator from the starts (object nudged by the grid below,
+    through the task probe's start perturbation) whose first frame is bit-identical to its own, for
+    success_agreement_ceiling and success_agreement_replays: how much of the outcome the frame can decide at all."""
     replay_shifts_mm: list[float] = field(default_factory=lambda: [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0])
-    """Cube shifts along x and along y (every pair) tried for --replays, in mm."""
+    """Object shifts along x and along y (every pair) tried for --replays, in mm."""
     replay_turns_deg: list[float] = field(default_factory=lambda: [-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0])
-    """Cube turns about the vertical tried with every shift for --replays, in degrees."""
+    """Object turns about the vertical tried with every shift for --replays, in degrees."""
 
     def __post_init__(self) -> None:
         if not self.horizons or min(self.horizons) < 1:
@@ -84,46 +95,63 @@ class EvalWMConfig:
 CONFIG = EvalWMConfig
 
 
-def task_functions(env_id: str):
-    """(detect_cube_xy, is_success_from_env_state) of a built-in task."""
-    if env_id != "wmsuite/PushCube-v0":
-        raise ValueError(f"eval-wm scores object positions for wmsuite/PushCube-v0 only, got {env_id!r}")
-    from wmsuite.envs.push_cube import detect_cube_xy, is_success_from_env_state
-
-    return detect_cube_xy, is_success_from_env_state
-
-
 @torch.no_grad()
 def run(cfg: EvalWMConfig) -> int:
-    from wmsuite.eval_harness.fidelity import evaluate_fidelity
+    from wmsuite.envs import get_probe
+    from wmsuite.eval_harness.fidelity import check_task, evaluate_fidelity, frame_detector
     from wmsuite.world_models import load_world_model
 
     seed_everything(cfg.seed)
     model = load_world_model(cfg.wm, device=cfg.device)
     episodes = load_episodes(cfg.data, limit=cfg.max_episodes or None)
-    detect, success = task_functions(cfg.env)
-    replays = _replays(cfg, episodes, model.cfg.camera) if cfg.replays else {}
+    env_id = cfg.env or recorded_env_id(cfg.data, episodes)
+    probe = get_probe(env_id)
+    check_task(model, probe)
+    if frame_detector(probe, model.cfg.camera) is None:
+        reason = (f"{env_id}'s probe has no object detector" if probe.object_xy_from_frames is None else
+                  f"{env_id}'s object detector reads the {probe.camera!r} camera, the world model generates "
+                  f"{model.cfg.camera!r}")
+        print(f"note: {reason}; the detector figures (object_error, object_detect_rate, "
+              "success_agreement_detector, contact) are skipped")
+    replays = _replays(cfg, probe, episodes, model.cfg.camera) if cfg.replays else {}
     start = time.time()
-    metrics = evaluate_fidelity(model, episodes, detect, success, horizons=cfg.horizons,
+    metrics = evaluate_fidelity(model, episodes, probe, horizons=cfg.horizons,
                                 batch_size=cfg.batch_size, seed=cfg.seed, steps=cfg.sampling_steps or None,
                                 repeats=cfg.repeats, replay_p_success=replays.get("replay_p_success"))
     metrics.update({k: v.tolist() if hasattr(v, "tolist") else v for k, v in replays.items()})
     metrics["wall_seconds"] = time.time() - start
-    metrics["wm"], metrics["data"] = str(cfg.wm), str(cfg.data)
+    metrics["wm"], metrics["data"], metrics["env"] = str(cfg.wm), str(cfg.data), env_id
     _print(metrics)
     if cfg.out:
         print(f"wrote {write_metrics(cfg.out, metrics)}")
     return 0
 
 
-def _replays(cfg: EvalWMConfig, episodes: list, camera: str) -> dict:
+def recorded_env_id(data: str, episodes: list) -> str:
+    """The env id `data` was recorded in: the file's env_args["env_name"] where it names a registered
+    wmsuite task, else the one env id its episodes' meta carry; a ValueError where neither does."""
+    from wmsuite.envs import wmsuite_ids
+
+    with EpisodeFile(data) as f:
+        name = str(f.env_args.get("env_name", ""))
+    if name in wmsuite_ids():
+        return name
+    ids = sorted({str(ep.meta.get("env_id", "")) for ep in episodes} - {""})
+    if len(ids) == 1:
+        return ids[0]
+    raise ValueError(f"--env is empty and {data} does not record one env id (env_args env_name {name!r}, "
+                     f"episodes' env ids {ids}); pass --env, one of {', '.join(wmsuite_ids())}")
+
+
+def _replays(cfg: EvalWMConfig, probe: TaskProbe, episodes: list, camera: str) -> dict:
     from wmsuite.envs import make_env
     from wmsuite.eval_harness.replays import frame_identical_outcomes, nudge_grid
 
-    env = make_env(cfg.env, cameras=()).unwrapped
+    env = make_env(probe.env_id, cameras=()).unwrapped
     env.reset(seed=0)
     try:
-        return frame_identical_outcomes(env, episodes, nudge_grid(cfg.replay_shifts_mm, cfg.replay_turns_deg), camera)
+        return frame_identical_outcomes(env, episodes, nudge_grid(cfg.replay_shifts_mm, cfg.replay_turns_deg),
+                                        probe, camera)
     finally:
         env.close()
 
@@ -131,13 +159,13 @@ def _replays(cfg: EvalWMConfig, episodes: list, camera: str) -> dict:
 def _print(m: dict) -> None:
     print(f"{m['episodes']} held-out episodes (real success rate {m['real_success_rate']:.2f}), "
           f"chunk {m['chunk']}, {m['sampling_steps']} sampling step(s), {m['repeats']} rollout(s) each")
-    print(f"{'horizon':>8} {'n':>4} {'PSNR dB':>8} {'SSIM':>6} {'cube err m':>10} {'median':>7} {'found':>6} "
+    print(f"{'horizon':>8} {'n':>4} {'PSNR dB':>8} {'SSIM':>6} {'object err m':>12} {'median':>7} {'found':>6} "
           f"{'state err':>9}")
     for hz, n in m["count"].items():
         def f(key: str, fmt: str, hz: str = hz) -> str:
             v = m[key][hz]
             return format(v, fmt) if v is not None else "-"
-        print(f"{hz:>8} {n:>4} {f('psnr', '8.2f')} {f('ssim', '6.3f')} {f('object_error', '10.4f')} "
+        print(f"{hz:>8} {n:>4} {f('psnr', '8.2f')} {f('ssim', '6.3f')} {f('object_error', '12.4f')} "
               f"{f('object_error_median', '7.4f')} {f('object_detect_rate', '6.2f')} {f('state_error', '9.4f')}")
     rest = {k: m[k] for k in ("success_agreement", "success_agreement_detector", "success_agreement_state",
                               "success_head_accuracy", "success_head_balanced_accuracy", "idm_error_real",
@@ -146,7 +174,7 @@ def _print(m: dict) -> None:
     if m.get("success_agreement_ceiling") is not None:
         print(f"real simulator from frame-identical starts ({m['replay_nudges']} nudges tried, median "
               f"{np.median(m['replay_identical_starts']):.1f} identical): {_r(m['replay_flip_rate_successes'])} of "
-              f"the successes' replays fail, and a replay's cube ends a median {_m(m['replay_end_shift_median'])} "
+              f"the successes' replays fail, and a replay's object ends a median {_m(m['replay_end_shift_median'])} "
               f"from the episode's; any model reading the frame agrees over them at most "
               f"{m['success_agreement_ceiling']:.3f}, a perfect simulator from a random one of them "
               f"{m['success_agreement_sampler']:.3f}, this model {m['success_agreement_replays']:.3f}")
@@ -158,13 +186,16 @@ def _print(m: dict) -> None:
         print(f"success_agreement per rollout: {', '.join(f'{a:.3f}' for a in per)} (min {min(per):.3f}, "
               f"max {max(per):.3f})")
     c = m["contact"]
-    print(f"contact (teacher-forced, {c['moving_windows']} windows where the real cube moves > 1 cm): real "
+    if c is None:
+        print("contact: skipped (no object detector for the world model's camera)")
+        return
+    print(f"contact (teacher-forced, {c['moving_windows']} windows where the real object moves): real "
           f"displacement {_m(c['real_displacement'])}, generated {_m(c['generated_displacement'])}, end error "
           f"{_m(c['moving_end_error'])}; {c['still_windows']} still windows: end error {_m(c['still_end_error'])}")
-    print(f"cube/pusher displacement, median real vs generated: head-on ({c['headon_windows']} windows) "
+    print(f"object/agent displacement, median real vs generated: head-on ({c['headon_windows']} windows) "
           f"{_r(c['headon_ratio_real'])} vs {_r(c['headon_ratio_generated'])}, glancing ({c['glancing_windows']} "
           f"windows) {_r(c['glancing_ratio_real'])} vs {_r(c['glancing_ratio_generated'])}")
-    print(f"generated cube's progress along the real path (1 = as far as the real cube): all moving "
+    print(f"generated object's progress along the real path (1 = as far as the real object): all moving "
           f"{_r(c['along_ratio'])}, head-on {_r(c['headon_along_ratio'])}, glancing {_r(c['glancing_along_ratio'])}")
 
 

@@ -1,0 +1,129 @@
+"""Task probes: what generic code may know about a task, in one registry keyed by env id.
+
+    from wmsuite.envs import get_probe
+    probe = get_probe("wmsuite/PickPlace-v0")
+    probe.object_xy_from_env_state(episode.env_state)  # (T+1, E) -> (T+1, 2) metres
+    probe.object_xy_from_frames(frames)                # (N, S, S, 3) uint8 from probe.camera -> (N, 2), NaN unseen
+
+The generic layers (`eval_harness/`, `world_models/`, the core) name no task. Where they need the
+manipulated object's position, the agent's position, success from `environment_state`, a detector that
+reads the object off a generated frame, or a way to nudge the object at an episode's start, the
+composer (`eval_harness/`, the CLI) looks the task's probe up here and hands it, or its plain
+callables, down. `world_models/` never imports this module.
+
+Every built-in id in `wmsuite.envs.ENV_IDS` has a probe (tests/envs/test_probes.py fails on one
+without); wrapped tasks have one where it can be defined without importing their simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wmsuite.envs import pick_place, push_cube, robosuite_env
+
+
+@dataclass(frozen=True)
+class TaskProbe:
+    """What generic code may know about one task (see the module docstring)."""
+
+    env_id: str
+    """The registered Gymnasium id the probe describes."""
+    camera: str
+    """The camera whose frames `object_xy_from_frames` reads."""
+    action_dim: int
+    """A: size of an action."""
+    agent_dim: int
+    """D: size of `agent_pos`."""
+    env_state_dim: int
+    """E: size of `environment_state`."""
+    agent_xy: slice
+    """agent_pos[..., agent_xy] is the agent's (x, y) in metres (pusher, hand or end effector)."""
+    object_xy: slice
+    """environment_state[..., object_xy] is the manipulated object's (x, y) in metres."""
+    success_from_env_state: Callable[[np.ndarray], np.ndarray]
+    """(..., E) environment_state -> (...) bool: the task's success rule, the one info["is_success"] applies."""
+    object_xy_from_frames: Callable[[np.ndarray], np.ndarray] | None
+    """(N, S, S, 3) uint8 frames of `camera` -> (N, 2) object (x, y) in metres, NaN where not seen; None
+    where the task has no detector (figures that need one are then left out)."""
+    perturb_start: Callable[[Any, tuple[float, float, float]], None] | None
+    """(unwrapped env, (dx m, dy m, dyaw rad)) -> None: shift the object in place and turn it about the
+    vertical; takes effect at the next forward pass. None where the task defines no such nudge."""
+    moving_threshold: float = 0.01
+    """Metres the object must travel over a chunk for the window to count as one where it moves (contact
+    figures, moving-window sampling): above the detector's error, below a push's travel."""
+    head_on_offset: float = 0.01
+    """A contact window is head-on when the object's centre starts less than this many metres off the
+    agent's line of motion."""
+    glancing_offset: float = 0.03
+    """A contact window is glancing when the object's centre starts at least this many metres off the
+    agent's line of motion (the object turns and slides off more than it is carried)."""
+    agent_moving_threshold: float = 0.005
+    """Metres the agent must move over a chunk for its line of motion (and the object-to-agent
+    displacement ratio) to be defined."""
+
+    def __post_init__(self) -> None:
+        for name in ("action_dim", "agent_dim", "env_state_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{self.env_id}: {name} must be >= 1, got {getattr(self, name)}")
+        for name, dim in (("agent_xy", self.agent_dim), ("object_xy", self.env_state_dim)):
+            picked = range(dim)[getattr(self, name)]
+            if len(picked) != 2:
+                raise ValueError(f"{self.env_id}: {name} must pick 2 of the {dim} entries, got {getattr(self, name)}")
+        if not 0 < self.head_on_offset <= self.glancing_offset:
+            raise ValueError(f"{self.env_id}: need 0 < head_on_offset <= glancing_offset, got "
+                             f"{self.head_on_offset}, {self.glancing_offset}")
+        if self.moving_threshold <= 0 or self.agent_moving_threshold <= 0:
+            raise ValueError(f"{self.env_id}: thresholds must be positive, got moving_threshold "
+                             f"{self.moving_threshold}, agent_moving_threshold {self.agent_moving_threshold}")
+
+    def object_xy_from_env_state(self, env_state: np.ndarray) -> np.ndarray:
+        """(..., E) environment_state -> (..., 2) the object's (x, y) in metres."""
+        return np.asarray(env_state)[..., self.object_xy]
+
+    def agent_xy_from_agent_pos(self, agent_pos: np.ndarray) -> np.ndarray:
+        """(..., D) agent_pos -> (..., 2) the agent's (x, y) in metres."""
+        return np.asarray(agent_pos)[..., self.agent_xy]
+
+
+def _nudge_cube(env: Any, nudge: tuple[float, float, float]) -> None:
+    """`perturb_start` of the built-in tasks: their envs shift and turn the cube with `nudge_cube`."""
+    env.nudge_cube(nudge[:2], nudge[2])
+
+
+def _probes(*probes: TaskProbe) -> dict[str, TaskProbe]:
+    return {p.env_id: p for p in probes}
+
+
+PROBES: dict[str, TaskProbe] = _probes(
+    # agent_pos (2,) pusher xy; environment_state (6,) cube xy, cos/sin 4*yaw, goal xy (push_cube.py)
+    TaskProbe(env_id="wmsuite/PushCube-v0", camera="top", action_dim=2, agent_dim=2, env_state_dim=6,
+              agent_xy=slice(0, 2), object_xy=slice(0, 2),
+              success_from_env_state=push_cube.is_success_from_env_state,
+              object_xy_from_frames=push_cube.detect_cube_xy, perturb_start=_nudge_cube),
+    # agent_pos (4,) hand xyz, finger opening; environment_state (6,) cube xyz, target xyz (pick_place.py)
+    TaskProbe(env_id="wmsuite/PickPlace-v0", camera="front", action_dim=4, agent_dim=4, env_state_dim=6,
+              agent_xy=slice(0, 2), object_xy=slice(0, 2),
+              success_from_env_state=pick_place.is_success_from_env_state,
+              object_xy_from_frames=pick_place.detect_cube_xy, perturb_start=_nudge_cube),
+    # agent_pos (9,) eef pos, eef quat, fingers; environment_state (10,) robosuite's Lift object-state
+    # (cube pos, cube quat, gripper-to-cube); OSC_POSE actions (6) + gripper (robosuite_env.py)
+    TaskProbe(env_id=robosuite_env.env_id("Lift"), camera="agentview", action_dim=7, agent_dim=9,
+              env_state_dim=robosuite_env.LIFT_ENV_STATE_DIM, agent_xy=slice(0, 2),
+              object_xy=robosuite_env.LIFT_CUBE_XY,
+              success_from_env_state=robosuite_env.lift_success_from_env_state,
+              object_xy_from_frames=None, perturb_start=None),
+)
+"""env id -> its probe: the one registry; tests sweep it."""
+
+
+def get_probe(env_id: str) -> TaskProbe:
+    """The probe of `env_id`; an unknown id is a ValueError that lists the known ones."""
+    try:
+        return PROBES[env_id]
+    except KeyError:
+        raise ValueError(f"no task probe for env id {env_id!r}; probes exist for: {', '.join(PROBES)} "
+                         "(add one to wmsuite/envs/probes.py)") from None

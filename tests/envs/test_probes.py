@@ -1,0 +1,153 @@
+"""Task probes against the real simulators: every built-in task has one, its sizes are the env's spaces,
+its success rule is the env's, its slices and its detector find the object where the simulator has
+it, and its start perturbation moves the object by what was asked.
+
+Probes of wrapped tasks (robosuite) are checked against their simulator where its extra is installed.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import pytest
+
+from wmsuite.envs import ENV_IDS, PROBES, ROBOSUITE_IDS, get_probe, make_env
+from wmsuite.envs.experts import make_expert
+
+# Bodies the simulator moves: env id -> (agent body, object body). A built-in task added without an
+# entry here fails the tests below, as one added without a probe does.
+BODIES = {"wmsuite/PushCube-v0": ("pusher", "cube"), "wmsuite/PickPlace-v0": ("hand", "cube")}
+
+
+def test_every_built_in_task_has_a_probe_and_every_probe_a_registered_task():
+    missing = [env_id for env_id in ENV_IDS if env_id not in PROBES]
+    assert not missing, f"built-in tasks without a probe in wmsuite/envs/probes.py: {missing}"
+    for env_id, probe in PROBES.items():
+        assert probe.env_id == env_id and env_id in gym.registry
+
+
+def test_an_unknown_id_names_itself_and_the_known_ones():
+    with pytest.raises(ValueError, match=r"'wmsuite/Nope-v0'.*wmsuite/PushCube-v0, wmsuite/PickPlace-v0"):
+        get_probe("wmsuite/Nope-v0")
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_sizes_and_camera_are_the_envs(env_id):
+    probe = get_probe(env_id)
+    env = make_env(env_id)
+    try:
+        spaces = env.observation_space
+        assert env.action_space.shape == (probe.action_dim,)
+        assert spaces["agent_pos"].shape == (probe.agent_dim,)
+        assert spaces["environment_state"].shape == (probe.env_state_dim,)
+        assert probe.camera in spaces["pixels"].spaces
+    finally:
+        env.close()
+
+
+def _rollouts(env_id: str, skills: tuple[float, ...] = (1.0, 0.0)):
+    """(environment_state, agent_pos, info["is_success"], object xy, agent xy) at every reset and step of
+    expert episodes; the xy pairs read from the simulator's bodies."""
+    agent_body, object_body = BODIES[env_id]
+    env = make_env(env_id, cameras=(), terminate_on_success=False)
+    sim = env.unwrapped
+    rows = []
+    for i, skill in enumerate(skills):
+        expert = make_expert(env_id, skill=skill, seed=i)
+        obs, info = env.reset(seed=i)
+        done = False
+        while True:
+            rows.append((obs["environment_state"], obs["agent_pos"], info["is_success"],
+                         sim.data.body(object_body).xpos[:2].copy(), sim.data.body(agent_body).xpos[:2].copy()))
+            if done:
+                break
+            action = expert.select_action({k: v[None] for k, v in obs.items()})[0]
+            obs, _, _, truncated, info = env.step(action)
+            done = truncated
+    env.close()
+    return [np.array(column) for column in zip(*rows)]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_success_and_slices_agree_with_the_simulator_on_expert_rollouts(env_id):
+    probe = get_probe(env_id)
+    env_state, agent_pos, success, object_xy, agent_xy = _rollouts(env_id)
+    assert success.any() and not success.all()  # the skilled expert succeeds, the unskilled one not at first
+    np.testing.assert_array_equal(probe.success_from_env_state(env_state), success)  # batched (N, E) -> (N,)
+    assert [bool(probe.success_from_env_state(s)) for s in env_state] == success.tolist()  # one (E,) at a time
+    np.testing.assert_allclose(probe.object_xy_from_env_state(env_state), object_xy, atol=1e-6)  # float32 obs
+    # the agent's body sits at its slide joints' qpos (PushCube) or at the hand frame (PickPlace)
+    np.testing.assert_allclose(probe.agent_xy_from_agent_pos(agent_pos), agent_xy, atol=1e-6)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_frame_detector_finds_the_object_within_a_few_mm(env_id):
+    probe = get_probe(env_id)
+    assert probe.object_xy_from_frames is not None, f"{env_id}: a built-in task needs an object detector"
+    env = make_env(env_id, image_size=64, cameras=(probe.camera,))
+    frames, truth = [], []
+    for seed in range(30):  # start layouts: the object stands on the table, the agent somewhere above
+        obs, _ = env.reset(seed=seed)
+        frames.append(obs["pixels"][probe.camera])
+        truth.append(env.unwrapped.data.body(BODIES[env_id][1]).xpos[:2].copy())
+    env.close()
+    err = np.linalg.norm(probe.object_xy_from_frames(np.stack(frames)) - np.stack(truth), axis=1)  # (30,)
+    assert not np.isnan(err).any()
+    # a few layouts let the agent hide part of the object (PickPlace's hand), hence the tail's bound
+    assert np.median(err) < 0.003 and np.quantile(err, 0.8) < 0.005 and err.max() < 0.015
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_start_perturbation_moves_the_object_by_what_was_asked(env_id):
+    probe = get_probe(env_id)
+    assert probe.perturb_start is not None, f"{env_id}: a built-in task needs a start perturbation"
+    env = make_env(env_id, cameras=())
+    sim = env.unwrapped
+    body = sim.data.body(BODIES[env_id][1])
+    try:
+        for seed, nudge in enumerate([(0.01, -0.02, 0.3), (-0.002, 0.0005, -0.05), (0.0, 0.0, 0.0)]):
+            env.reset(seed=seed)
+            xy, yaw = body.xpos[:2].copy(), _yaw(body.xquat)
+            others = sim.data.xpos.copy()
+            probe.perturb_start(sim, nudge)
+            mujoco.mj_forward(sim.model, sim.data)
+            np.testing.assert_allclose(body.xpos[:2] - xy, nudge[:2], atol=1e-12)
+            turn = (_yaw(body.xquat) - yaw + np.pi) % (2 * np.pi) - np.pi
+            assert turn == pytest.approx(nudge[2], abs=1e-9)
+            moved = np.flatnonzero(np.abs(sim.data.xpos - others).max(axis=1) > 0)
+            assert set(moved) <= {sim.model.body(BODIES[env_id][1]).id}  # nothing else moved
+    finally:
+        env.close()
+
+
+def _yaw(quat: np.ndarray) -> float:
+    """Rotation about world z of a (w, x, y, z) quaternion whose axis is (near) vertical."""
+    w, x, y, z = (float(v) for v in quat)
+    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("env_id", [i for i in ROBOSUITE_IDS if i in PROBES])
+def test_robosuite_probes_against_their_simulator(env_id):
+    pytest.importorskip("robosuite", reason="robosuite extra not installed: pip install 'wmsuite[sim]'")
+    from wmsuite.envs.robosuite_experts import make_robosuite_expert
+
+    probe = get_probe(env_id)
+    env = gym.make(env_id, cameras=(probe.camera,), image_size=32, terminate_on_success=False)
+    try:
+        assert env.action_space.shape == (probe.action_dim,)
+        assert env.observation_space["agent_pos"].shape == (probe.agent_dim,)
+        assert env.observation_space["environment_state"].shape == (probe.env_state_dim,)
+        expert = make_robosuite_expert(env_id, skill=1.0, seed=0)
+        expert.reset_envs([0])
+        obs, info = env.reset(seed=0)
+        successes = []
+        for _ in range(150):
+            assert bool(probe.success_from_env_state(obs["environment_state"])) == info["is_success"]
+            successes.append(info["is_success"])
+            state = {k: v[None] for k, v in obs.items() if k != "pixels"}
+            obs, _, _, _, info = env.step(expert.select_action(state)[0])
+        assert any(successes) and not all(successes)
+    finally:
+        env.close()
