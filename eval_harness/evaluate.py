@@ -11,6 +11,12 @@ the world model's sampling noise is seeded from the wave's seeds, so a wave's ou
 its seeds. Every finished episode is appended to `episodes.jsonl` at once; a rerun with the same
 output directory skips complete waves and redoes incomplete ones whole, keeping the first record
 of each episode, so an interrupted evaluation finishes with the numbers an uninterrupted one gives.
+
+Trust signals: the engine keeps every `trust/<signal>` a step's info carries in the episode's
+`meta["trust"]`; each episode record holds `trust_<signal>_mean` and `trust_<signal>_max` over its
+steps, and each policy's row in the metrics holds, for every such key, its mean over the policy's
+learned-simulator episodes under the same name (`trust_idm_error_mean`, `trust_success_prob_max`, ...),
+plus `idm_error`, the name the report uses for `trust_idm_error_mean`.
 """
 
 from __future__ import annotations
@@ -151,7 +157,8 @@ def _record(policy: str, sim: str, ep: Episode) -> dict[str, Any]:
 
 def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]],
               bootstrap_samples: int = 1000) -> dict[str, Any]:
-    """Per-policy success with Wilson intervals, cross-policy metrics with bootstrap intervals."""
+    """Per-policy success with Wilson intervals and trust figures (see the module docstring),
+    cross-policy metrics with bootstrap intervals."""
     rows, sim_outcomes, real_outcomes = [], [], []
     for entry in setup.policies:
         outcomes = {}
@@ -163,11 +170,11 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
         real, pred = outcomes["real"], outcomes["wm"]
         r_lo, r_hi = wilson_interval(int(real.sum()), len(real))
         p_lo, p_hi = wilson_interval(int(pred.sum()), len(pred))
-        trust = [done[(entry.name, "wm", i)].get("trust_idm_error_mean", math.nan) for i in range(setup.episodes)]
+        trust = _trust_means([done[(entry.name, "wm", i)] for i in range(setup.episodes)])
         rows.append({"name": entry.name, "spec": entry.spec, "real_success": float(real.mean()),
                      "real_ci": [r_lo, r_hi], "predicted_success": float(pred.mean()), "predicted_ci": [p_lo, p_hi],
                      "episode_agreement": float((real == pred).mean()),
-                     "idm_error": float(np.nanmean(trust)) if np.isfinite(trust).any() else math.nan})
+                     "idm_error": trust.get("trust_idm_error_mean", math.nan), **trust})
         real_outcomes.append(real)
         sim_outcomes.append(pred)
     metrics: dict[str, Any] = {"env": setup.env_id, "n_policies": len(rows), "episodes_per_policy": setup.episodes,
@@ -177,3 +184,13 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
         for name, (lo, hi) in bootstrap(sim_outcomes, real_outcomes, samples=bootstrap_samples, seed=setup.seed).items():
             metrics[f"{name}_ci"] = [lo, hi]
     return metrics
+
+
+def _trust_means(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Every `trust_*` key found in any of `records` -> its mean over the records that have a finite
+    value (NaN where none has)."""
+    out = {}
+    for key in sorted({k for r in records for k in r if k.startswith("trust_")}):
+        values = np.array([r.get(key, math.nan) for r in records], float)
+        out[key] = float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+    return out

@@ -1,10 +1,12 @@
 """wmsuite.world_models: action-conditioned video diffusion world models and `WorldModelEnv`.
 
     model = load_world_model("assets/wm/pushcube")           # a checkpoint dir or a training run dir
-    env = WorldModelEnv(model, context_source=..., num_envs=16)
+    latents, state = rollout(model, WorldModelState.from_frames(model, frames), actions)  # rollout.py
+    env = make_world_model_env("assets/wm/pushcube", env_id, num_envs=16)  # env_id registered (import wmsuite.envs)
 
 Registry: `WORLD_MODELS` maps the `class` stored in a checkpoint's config.json to the model class.
-See docs/world_models.md for the design, the training command and measured fidelity.
+`rollout` itself is imported from `wmsuite.world_models.rollout` (exported here it would hide that module).
+See docs/world_models.md for the design and the training command.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from pathlib import Path
 
 from wmsuite.checkpoint import is_checkpoint, load_checkpoint
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
+from wmsuite.world_models.env import WorldModelEnv, make_world_model_env
 from wmsuite.world_models.model import BACKWARD, FORWARD, LatentWorldModel
+from wmsuite.world_models.rollout import WorldModelState
 
 WORLD_MODELS: dict[str, type[LatentWorldModel]] = {"LatentWorldModel": LatentWorldModel}
 
@@ -44,4 +48,4 @@ def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int 
 
 
 __all__ = ["BACKWARD", "FORWARD", "WORLD_MODELS", "CodecConfig", "LatentWorldModel", "WorldModelConfig",
-           "load_world_model", "resolve_checkpoint"]
+           "WorldModelEnv", "WorldModelState", "load_world_model", "make_world_model_env", "resolve_checkpoint"]

@@ -1,30 +1,39 @@
 """`WorldModelEnv`: a learned simulator as a batched Gymnasium VectorEnv.
 
-    env = WorldModelEnv(model, context_source=GymResetContext(lambda: make_env("wmsuite/PushCube-v0")),
-                        num_envs=16, horizon=20)
+    import wmsuite.envs                                  # registers the ids (world_models never imports envs)
+    env = make_world_model_env(checkpoint_dir, env_id, num_envs=16)    # env_id: a registered task, e.g. wmsuite/...
     obs, info = env.reset(seed=[0, 1, ...])              # real first observations, same seeds as the real env
-    obs, reward, terminated, truncated, info = env.step(chunks)   # chunks (num_envs, H, A)
+    obs, reward, terminated, truncated, info = env.step(chunks)   # chunks (num_envs, env.chunk, A)
 
+- `make_world_model_env` builds one from a checkpoint and a registered env id: the horizon is the id's
+  max_episode_steps in chunks (rounded up), the reset context comes from a real env of that id.
 - reset takes real context from a context source: a callable `seed -> observation` (one real
   observation in the env convention, or a list of them, oldest first). One frame is repeated to fill
-  the K context frames, as in training. `GymResetContext` wraps any Gymnasium env's reset, so the
-  same seeds give the same initial states as the real env; `EpisodeContext` serves recorded episodes.
+  the K context frames, as in training (`WorldModelState.from_frames`). `GymResetContext` wraps any
+  Gymnasium env's reset, so the same seeds give the same initial states as the real env;
+  `EpisodeContext` serves recorded episodes.
 - step consumes one action chunk per sub-env (single_action_space is (H, A), so the rollout engine
   hands it whole chunks), generates the H frames with the diffusion model (few-step EDM sampling,
-  all sub-envs in one batch) and returns the observation after the chunk, in the real env's format:
-  pixels[camera] uint8 (S, S, 3), agent_pos and environment_state from the learned frame heads.
-- terminated: the success head says the cube reached the goal on one of the chunk's frames (the
+  all sub-envs in one batch, through `rollout` in rollout.py) and returns the observation after the
+  chunk, in the real env's format: pixels[camera] uint8 (S, S, 3), agent_pos and environment_state
+  from the learned frame heads.
+- terminated: the success head says the task succeeded on one of the chunk's frames (the
   observation is then that frame, as the real env stops there); truncated: `horizon` steps done.
+  reward: the reward head summed over the chunk's frames up to the observed one.
 - info (arrays over sub-envs): is_success, and trust signals `trust/idm_error` (mean absolute error of
   the actions the inverse-dynamics head recovers from the generated frames vs the actions given) and
-  `trust/success_prob`.
+  `trust/success_prob` (the success head's highest probability over the chunk).
+- Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
+  or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
 - Autoreset is disabled (Gymnasium's AutoresetMode.DISABLED): reset finished sub-envs with
   `reset(seed=..., options={"reset_mask": mask})`, as the rollout engine does.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -35,6 +44,7 @@ from gymnasium.vector.utils import batch_space
 
 from wmsuite.types import Episode
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
+from wmsuite.world_models.rollout import WorldModelState, rollout
 
 Observation = dict[str, Any]
 ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
@@ -90,7 +100,11 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self.success_threshold, self.terminate_on_success = success_threshold, terminate_on_success
         self.sampling_steps = sampling_steps
         cfg, codec = model.cfg, model.codec
+        if not cfg.camera:
+            raise ValueError("the world model names no camera (cfg.camera is empty); set the camera its frames "
+                             "come from (training fills it in from the data)")
         self.camera, self.k, self.h = cfg.camera, cfg.context, cfg.chunk
+        self.chunk = cfg.chunk  # actions per step: a real env fed the same chunks open-loop acts every `chunk`
         size = codec.cfg.image_size
         self.single_action_space = spaces.Box(action_low, action_high, (cfg.chunk, cfg.action_dim), np.float32)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -101,7 +115,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         })
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         c, s = codec.latent_channels, codec.latent_size
-        self._context = torch.zeros(num_envs, self.k, c, s, s, device=device)  # (n, K, C, s, s)
+        self.state = WorldModelState(torch.zeros(num_envs, self.k, c, s, s, device=device))  # context (n, K, C, s, s)
         self._frames = np.zeros((num_envs, size, size, 3), np.uint8)  # current observation per sub-env
         self._agent_pos = np.zeros((num_envs, cfg.state_dim), np.float32)
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
@@ -132,16 +146,13 @@ class WorldModelEnv(gym.vector.VectorEnv):
             seq = [obs] if isinstance(obs, dict) else list(obs)
             if not seq or len(seq) > self.k:
                 raise ValueError(f"the context source returned {len(seq)} observations; need 1..{self.k}")
-            seq = [seq[0]] * (self.k - len(seq)) + seq  # repeat the oldest to fill K frames
-            frames.append(np.stack([np.asarray(o["pixels"][self.camera]) for o in seq]))  # (K, S, S, 3)
+            frames.append(np.stack([np.asarray(o["pixels"][self.camera]) for o in seq]))  # (K', S, S, 3)
             states.append(np.asarray(seq[-1]["agent_pos"], np.float32))
             env_states.append(np.asarray(seq[-1].get("environment_state", np.zeros(0)), np.float32))
         if len(rows):
-            pix = torch.from_numpy(np.stack(frames)).to(self.device)  # (m, K, S, S, 3)
-            with torch.no_grad():
-                lat = self.model.codec.encode(pix.flatten(0, 1).permute(0, 3, 1, 2))  # (m*K, C, s, s)
-            self._context[torch.from_numpy(rows).to(self.device)] = lat.view(len(rows), self.k, *lat.shape[1:])
-            self._frames[rows] = np.stack(frames)[:, -1]
+            # each row's oldest frame repeated to fill K, then encoded: (m, K, C, s, s)
+            self.state.assign(rows, WorldModelState.from_frames(self.model, frames, device=self.device))
+            self._frames[rows] = np.stack([f[-1] for f in frames])
             self._agent_pos[rows] = np.stack(states)
             if self._env_state.shape[1]:
                 self._env_state[rows] = np.stack(env_states)
@@ -155,11 +166,11 @@ class WorldModelEnv(gym.vector.VectorEnv):
             raise ValueError(f"actions must have shape {(self.num_envs, *self.single_action_space.shape)}, "
                              f"got {tuple(act.shape)}")
         act = act.clamp(float(self.single_action_space.low.min()), float(self.single_action_space.high.max()))
-        model = self.model
+        model, before = self.model, self.state
         with torch.no_grad():
-            lat = model.generate(self._context, act, FORWARD, self.sampling_steps, self._gen)  # (n, H, C, s, s)
+            lat, self.state = rollout(model, before, act, FORWARD, self.sampling_steps, self._gen)  # (n, H, C, s, s)
             heads = model.predict_heads(lat)  # each (n, H, ...)
-            idm = model.inverse_dynamics(self._context[:, -1], lat)  # (n, H, A)
+            idm = model.inverse_dynamics(before.newest, lat)  # (n, H, A)
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
             hit = prob > self.success_threshold
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.h - 1,
@@ -167,7 +178,6 @@ class WorldModelEnv(gym.vector.VectorEnv):
             rows = torch.arange(self.num_envs, device=self.device)
             frame = model.codec.decode(lat[rows, first])  # (n, 3, S, S) uint8
             reward = (heads["reward"] * (torch.arange(self.h, device=self.device)[None] <= first[:, None])).sum(1)
-        self._context = torch.cat([self._context, lat], dim=1)[:, -self.k :]
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
         self._agent_pos = heads["agent_pos"][rows, first].cpu().numpy().astype(np.float32)
         self._env_state = heads["environment_state"][rows, first].cpu().numpy().astype(np.float32)
@@ -202,3 +212,33 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if len(seed) != self.num_envs:
             raise ValueError(f"reset got {len(seed)} seeds for {self.num_envs} sub-envs")
         return [int(s) if s is not None else int(self._seed_rng.integers(2**31)) for s in seed]
+
+
+def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_envs: int, *, device: str = "cpu",
+                         sampling_steps: int | None = None, seed: int = 0,
+                         success_threshold: float = 0.5) -> WorldModelEnv:
+    """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
+
+    path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
+    that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
+    steps (chunks, rounded up), and every reset takes its context from a real env of that id
+    (`gymnasium.make(env_id)`) reset with the same seed. world_models never imports wmsuite.envs: the
+    caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
+    """
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as err:
+        raise ValueError(f"{env_id!r} is not a registered Gymnasium id ({err}); import the package that registers "
+                         "it first (`import wmsuite.envs` for the wmsuite/ tasks)") from err
+    if spec.max_episode_steps is None:
+        raise ValueError(f"{env_id} registers no max_episode_steps; the imagined episodes need a horizon")
+    if isinstance(path, LatentWorldModel):
+        model = path
+    else:
+        from wmsuite.world_models import load_world_model  # the package imports this module
+
+        model = load_world_model(path, device=device, sampling_steps=sampling_steps)
+    return WorldModelEnv(model, GymResetContext(lambda: gym.make(env_id)), num_envs=num_envs,
+                         horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
+                         success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
+                         seed=seed)

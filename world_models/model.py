@@ -42,6 +42,9 @@ class LatentWorldModel(nn.Module):
 
     def __init__(self, cfg: WorldModelConfig, codec_cfg: CodecConfig, stats: dict[str, list[float]]) -> None:
         super().__init__()
+        unset = [k for k in ("action_dim", "state_dim", "env_state_dim") if getattr(cfg, k) is None]
+        if unset:
+            raise ValueError(f"WorldModelConfig leaves {unset} unset; size them from the data (train-wm does)")
         self.cfg, self.codec_cfg = cfg, codec_cfg
         self.codec: FrameCodec = make_codec(codec_cfg, cfg.sigma_data)
         c, s, k, h, a = self.codec.latent_channels, self.codec.latent_size, cfg.context, cfg.chunk, cfg.action_dim
@@ -53,7 +56,7 @@ class LatentWorldModel(nn.Module):
             layers_per_block=1, down_block_types=down, up_block_types=up, class_embed_type="identity",
             # FiLM (scale and shift after the norm): with the default additive embedding, the GroupNorm
             # that follows removes most of a per-channel offset, and the actions barely condition the
-            # output (measured: a tiny model ignored its actions and direction flag entirely).
+            # output (a tiny model trained that way ignored its actions and direction flag).
             resnet_time_scale_shift="scale_shift", norm_num_groups=8, attention_head_dim=32,
             add_attention=cfg.attention,
         )
@@ -244,16 +247,14 @@ class LatentWorldModel(nn.Module):
                              use: torch.Tensor) -> torch.Tensor:
         """ctx (B, K, C, s, s) with the rows where `use` (B,) replaced by the model's own rollout from
         `history` (B, K, C, s, s), the real frames R chunks earlier, through `history_actions` (B, R*H, A)."""
+        from wmsuite.world_models.rollout import WorldModelState, rollout  # rollout.py imports this module
+
         rows = use.nonzero().squeeze(1)
         if not len(rows):
             return ctx
-        k, h = self.cfg.context, self.cfg.chunk
-        context, actions = history[rows], history_actions[rows]
-        for r in range(actions.shape[1] // h):
-            frames = self.generate(context, actions[:, r * h : (r + 1) * h])  # (b, H, C, s, s)
-            context = torch.cat([context, frames], dim=1)[:, -k:]
+        _, state = rollout(self, WorldModelState(history[rows]), history_actions[rows])  # R chunks
         out = ctx.clone()
-        out[rows] = context
+        out[rows] = state.context
         return out
 
     def config_dict(self) -> dict[str, Any]:
@@ -273,9 +274,8 @@ class FrameHeads(nn.Module):
       robomimic's SpatialSoftmax) and the mean feature.
     - "conv": strided convolutions flattened into the MLP (the first shipped heads; configs written
       before this option read as "conv").
-    Measured on PushCube (docs/world_models.md), both trained alike on the same dynamics: on held-out
-    real frames the cube's position error is 2.2 cm for "conv" and 0.7 cm for "keypoints", the
-    pusher's 1.8 and 0.75 cm.
+    Keypoints are the default: the state heads must read where small things are in the frame, which a
+    spatial softmax returns directly as coordinates (the world-model docs compare the two kinds).
     """
 
     def __init__(self, channels: int, size: int, state_dim: int, env_state_dim: int, kind: str = "keypoints",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.core.helpers import CounterEnv
-from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
+from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate, summarize
 from wmsuite.eval_harness.report import write_report
 
 
@@ -83,3 +83,30 @@ def test_missing_records_are_an_error():
 
     with pytest.raises(RuntimeError, match="0/10 real episodes"):
         summarize(make_setup(), {})
+
+
+def test_summarize_aggregates_every_trust_signal():
+    """Every trust_* figure of the learned simulator's episode records becomes the policy's mean of it,
+    under the same name; idm_error stays the mean of trust_idm_error_mean; the real sim's records and
+    episodes without a figure are left out of its mean."""
+    setup = make_setup(episodes=3)
+    setup.policies = setup.policies[:2]
+    done = {}
+    for p, entry in enumerate(setup.policies):
+        for i in range(3):
+            done[(entry.name, "real", i)] = {"success": i == 0, "trust_ignored_mean": 9.0}
+            row = {"success": i < p + 1, "trust_idm_error_mean": 0.1 * (i + 1) + p,
+                   "trust_idm_error_max": 1.0 * i, "trust_success_prob_mean": 0.25 * i}
+            if i == 2:
+                row["trust_round_trip_mean"] = 4.0 + p  # a signal only one episode reported
+            done[(entry.name, "wm", i)] = row
+    rows = summarize(setup, done, bootstrap_samples=10)["policies"]
+    for p, row in enumerate(rows):
+        assert row["idm_error"] == pytest.approx(0.2 + p) and row["trust_idm_error_mean"] == row["idm_error"]
+        assert row["trust_idm_error_max"] == pytest.approx(1.0)
+        assert row["trust_success_prob_mean"] == pytest.approx(0.25)
+        assert row["trust_round_trip_mean"] == 4.0 + p
+        assert "trust_ignored_mean" not in row
+    no_trust = {k: {"success": False} for k in done}
+    row = summarize(setup, no_trust, bootstrap_samples=10)["policies"][0]
+    assert np.isnan(row["idm_error"]) and not any(k.startswith("trust_") for k in row)

@@ -1,4 +1,5 @@
-"""WorldModelEnv: Gymnasium vector-env expectations, real context at reset, and the rollout engine."""
+"""WorldModelEnv: Gymnasium vector-env expectations, real context at reset, the rollout engine, steps that are
+`rollout`, and `make_world_model_env`."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ import torch
 
 from tests.core.helpers import ConstantPolicy, CounterEnv
 from tests.world_models.conftest import tiny_model
-from wmsuite.rollout import RolloutConfig, rollout
+from wmsuite.checkpoint import save_checkpoint
+from wmsuite.rollout import RolloutConfig
+from wmsuite.rollout import rollout as run_policy
 from wmsuite.types import Episode
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
-from wmsuite.world_models.env import EpisodeContext, GymResetContext, WorldModelEnv
+from wmsuite.world_models.env import EpisodeContext, GymResetContext, WorldModelEnv, make_world_model_env
 from wmsuite.world_models.model import LatentWorldModel
+from wmsuite.world_models.rollout import WorldModelState, rollout
 
 
 def _episode_env(episodes, n=3, horizon=3, seed=0):
-    return WorldModelEnv(tiny_model(episodes), EpisodeContext(episodes), num_envs=n, horizon=horizon, seed=seed)
+    return WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=n, horizon=horizon,
+                         seed=seed)
 
 
 def test_spaces_and_step_contract(episodes):
@@ -72,7 +77,8 @@ def test_reset_mask_resets_only_masked_envs_and_horizon_truncates(episodes):
 def _counter_model() -> LatentWorldModel:
     """A tiny model sized for CounterEnv (8x8 frames, agent_pos (1,), environment_state (1,), 1-D actions)."""
     torch.manual_seed(0)
-    cfg = WorldModelConfig(context=2, chunk=3, action_dim=1, state_dim=1, env_state_dim=1, channels=(32,))
+    cfg = WorldModelConfig(camera="top", context=2, chunk=3, action_dim=1, state_dim=1, env_state_dim=1,
+                           channels=(32,))
     stats = {"state_mean": [0.0], "state_std": [1.0], "env_state_mean": [0.0], "env_state_std": [1.0]}
     return LatentWorldModel(cfg, CodecConfig(kind="pixel", image_size=8, downsample=2), stats)
 
@@ -94,7 +100,7 @@ def test_gym_reset_context_matches_the_real_env():
 def test_runs_under_the_rollout_engine():
     env = WorldModelEnv(_counter_model(), GymResetContext(_counter_env), num_envs=2, horizon=4)
     policy = ConstantPolicy(value=0.5, horizon=5)  # predicts 5, the env takes chunks of 3
-    episodes: list[Episode] = list(rollout(policy, env, RolloutConfig(episodes=5, seed=10, progress=False)))
+    episodes: list[Episode] = list(run_policy(policy, env, RolloutConfig(episodes=5, seed=10, progress=False)))
     assert sorted(ep.meta["episode_index"] for ep in episodes) == list(range(5))
     real = _counter_env()
     for ep in episodes:
@@ -115,3 +121,52 @@ def test_seed_list_reset_reseeds_sampling_noise(episodes):
         env.reset(seed=[2, 0, 1])
         runs.append([env.step(a)[0]["pixels"]["top"] for a in acts])
     np.testing.assert_array_equal(np.stack(runs[0]), np.stack(runs[1]))
+
+
+def test_steps_are_the_rollout_on_the_same_seeds(episodes):
+    """N env steps draw the same noise in the same order as one N-chunk `rollout` from the same
+    context: same latents (seen through the lossless codec), same final state, same IDM error."""
+    model = tiny_model(episodes, camera="top", context_noise_eval=0.1)
+    with torch.no_grad():  # a success head that never fires, so every observation is the chunk's last frame
+        model.heads.net[-1].bias[model.cfg.state_dim + model.cfg.env_state_dim] = -30.0
+    env = WorldModelEnv(model, EpisodeContext(episodes), num_envs=3, horizon=10, seed=0)
+    env.reset(seed=5)  # an int seed: sub-env i gets seed 5 + i, the sampling noise restarts from 5
+    h = model.cfg.chunk
+    acts = np.random.default_rng(2).uniform(-1, 1, (3, 4 * h, 2)).astype(np.float32)  # 4 chunks
+    start = WorldModelState.from_frames(model, [episodes[s % 4].obs["top"][:1] for s in (5, 6, 7)])
+    latents, end = rollout(model, start, torch.from_numpy(acts), generator=torch.Generator().manual_seed(5))
+    previous = torch.cat([start.newest[:, None], latents], dim=1)  # (3, 4H+1, C, s, s)
+    for t in range(4):
+        obs, _, term, _, info = env.step(acts[:, t * h : (t + 1) * h])
+        assert not term.any()
+        want = model.codec.decode(latents[:, (t + 1) * h - 1]).permute(0, 2, 3, 1).numpy()
+        np.testing.assert_array_equal(obs["pixels"]["top"], want)
+        idm = model.inverse_dynamics(previous[:, t * h], latents[:, t * h : (t + 1) * h])
+        want_idm = (idm - torch.from_numpy(acts[:, t * h : (t + 1) * h])).abs().mean(dim=(1, 2)).detach().numpy()
+        np.testing.assert_array_equal(info["trust/idm_error"], want_idm)
+    assert torch.equal(env.state.context, end.context)
+
+
+def _register(env_id: str, **kwargs) -> str:
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=_counter_env, **kwargs)
+    return env_id
+
+
+def test_make_world_model_env_from_a_checkpoint_and_an_env_id(tmp_path):
+    model = _counter_model()
+    save_checkpoint(tmp_path / "wm", model.state_dict(), model.config_dict())
+    env_id = _register("wmsuite_test/Counter-v0", max_episode_steps=10)
+    env = make_world_model_env(tmp_path / "wm", env_id, 2, seed=3)
+    assert isinstance(env, WorldModelEnv) and env.num_envs == 2
+    assert env.chunk == 3 and env.horizon == 4  # 10 steps in chunks of 3, the last one partial
+    obs, _ = env.reset(seed=[3, 9])
+    real = _counter_env()
+    for row, seed in enumerate([3, 9]):
+        np.testing.assert_array_equal(obs["pixels"]["top"][row], real.reset(seed=seed)[0]["pixels"]["top"])
+    shared = make_world_model_env(model, env_id, 1)  # a loaded model is used as it is
+    assert shared.model is model
+    with pytest.raises(ValueError, match="import wmsuite.envs"):
+        make_world_model_env(model, "wmsuite_test/NotRegistered-v0", 1)
+    with pytest.raises(ValueError, match="max_episode_steps"):
+        make_world_model_env(model, _register("wmsuite_test/Endless-v0"), 1)

@@ -16,8 +16,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
-
 from wmsuite.cli.common import resolve_policy, setup_logging
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import side_by_side, write_report
@@ -80,29 +78,24 @@ def make_policy_factory(cfg: EvalConfig, horizon: int):
     return make
 
 
-def wm_chunk(cfg: EvalConfig) -> int:
-    """Actions per world-model step: both simulators query the policy this often (same protocol)."""
-    from wmsuite.world_models import resolve_checkpoint
-
-    config = json.loads((resolve_checkpoint(resolve_path(cfg.wm)) / "config.json").read_text())
-    return int(config["world_model"]["chunk"])
-
-
-def make_env_factory(cfg: EvalConfig):
-    from wmsuite.envs import make_env
+def load_model(cfg: EvalConfig):
+    """The world model, loaded once: its chunk sets both simulators' control protocol, and every
+    learned-simulator env of the run (evaluation and videos) shares it."""
     from wmsuite.world_models import load_world_model
-    from wmsuite.world_models.env import GymResetContext, WorldModelEnv
+
+    return load_world_model(resolve_path(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None)
+
+
+def make_env_factory(cfg: EvalConfig, model):
+    """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`."""
+    import wmsuite.envs  # noqa: F401  (registers the ids the learned simulator takes its horizon and resets from)
+    from wmsuite.world_models import make_world_model_env
 
     def make(sim: str):
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
-        model = load_world_model(resolve_path(cfg.wm), device=cfg.device,
-                                 sampling_steps=cfg.sampling_steps or None)
-        steps = gym.spec(cfg.env).max_episode_steps
-        if steps is None:
-            raise ValueError(f"{cfg.env} registers no max_episode_steps; the imagined episodes need a horizon")
-        return WorldModelEnv(model, GymResetContext(lambda: make_env(cfg.env)), num_envs=cfg.num_envs,
-                             horizon=math.ceil(steps / model.cfg.chunk), device=cfg.device, seed=cfg.seed)
+        return make_world_model_env(model, cfg.env, cfg.num_envs, device=cfg.device,
+                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed)
 
     return make
 
@@ -111,10 +104,11 @@ def run(cfg: EvalConfig) -> int:
     setup_logging()
     out = Path(cfg.out)
     entries = policy_entries(cfg)
-    chunk = wm_chunk(cfg)
+    model = load_model(cfg)
+    chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
-                      seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk), make_env=make_env_factory(cfg),
-                      act_every=chunk)
+                      seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk),
+                      make_env=make_env_factory(cfg, model), act_every=chunk)
     metrics = evaluate(setup, out)
     videos = _videos(cfg, setup, out) if cfg.videos else []
     report = write_report(metrics, out, videos)
@@ -130,15 +124,18 @@ def run(cfg: EvalConfig) -> int:
 
 
 def _videos(cfg: EvalConfig, setup: EvalSetup, out: Path) -> list[Path]:
-    """Episode 0 of the first policies, in both simulators, with frames kept."""
+    """Episode 0 of the first policies, in both simulators, with frames kept (envs built only when a
+    video is missing, so a finished run's rerun builds none)."""
     paths = []
-    envs = {sim: setup.make_env(sim) for sim in ("real", "wm")}
+    envs: dict[str, object] = {}
     try:
         for entry in setup.policies[: cfg.videos]:
             path = out / f"video_{re.sub(r'[^A-Za-z0-9._@-]+', '_', entry.name)}.mp4"
             if path.exists():
                 paths.append(path)
                 continue
+            if not envs:
+                envs = {sim: setup.make_env(sim) for sim in ("real", "wm")}
             eps = {}
             for sim, env in envs.items():
                 policy = setup.make_policy(entry.spec, cfg.seed)

@@ -1,0 +1,98 @@
+"""`wmsuite eval` end to end on a tiny world model: the real simulator, the learned one built from a
+checkpoint, the episode log, the metrics, the resume and the videos, checked against facts known
+independently of the code under test (what the scripted experts reach, what the checkpoint holds)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+ENV = "wmsuite/PushCube-v0"
+POLICIES = ("expert@0.0", "expert@1.0")  # the scripted experts: skill 0 always fails in some way, skill 1 is competent
+
+
+def _tiny_checkpoint(path) -> dict:
+    """An untrained LatentWorldModel sized for PushCube, whose success head never fires (bias -20), so
+    every imagined episode runs to the horizon. Returns what the test knows about it."""
+    import wmsuite.envs  # noqa: F401  (registers the id)
+    from wmsuite.checkpoint import save_checkpoint
+    from wmsuite.world_models.config import CodecConfig, WorldModelConfig
+    from wmsuite.world_models.model import LatentWorldModel
+
+    real = gym.make(ENV)
+    space, steps = real.observation_space, gym.spec(ENV).max_episode_steps
+    camera = next(iter(space["pixels"]))
+    state_dim, env_dim = space["agent_pos"].shape[0], space["environment_state"].shape[0]
+    action_dim = real.action_space.shape[0]
+    real.close()
+    torch.manual_seed(0)
+    cfg = WorldModelConfig(camera=camera, context=4, chunk=4, action_dim=action_dim, state_dim=state_dim,
+                           env_state_dim=env_dim, channels=(16, 16), sampling_steps=1)
+    stats = {"state_mean": [0.0] * state_dim, "state_std": [1.0] * state_dim,
+             "env_state_mean": [0.0] * env_dim, "env_state_std": [1.0] * env_dim}
+    model = LatentWorldModel(cfg, CodecConfig(kind="pixel", image_size=64, downsample=4), stats)
+    with torch.no_grad():
+        model.heads.net[-1].bias[state_dim + env_dim] = -20.0  # the success logit
+    save_checkpoint(path, model.state_dict(), model.config_dict())
+    return {"chunk": cfg.chunk, "max_steps": steps}
+
+
+@pytest.mark.slow
+def test_eval_end_to_end_on_a_tiny_world_model(tmp_path, capsys):
+    from wmsuite.cli import main
+
+    facts = _tiny_checkpoint(tmp_path / "wm")
+    out = tmp_path / "eval"
+    argv = ["eval", "--wm", str(tmp_path / "wm"), "--policies", *POLICIES, "--episodes", "4", "--num-envs", "2",
+            "--videos", "1", "--out", str(out)]
+    assert main(argv) == 0
+    assert "episodes to run" in capsys.readouterr().out
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_policies"] == 2 and metrics["episodes_per_policy"] == 4
+    rows = {p["name"]: p for p in metrics["policies"]}
+    assert set(rows) == set(POLICIES)
+    assert rows["expert@1.0"]["real_success"] > rows["expert@0.0"]["real_success"]
+    for p in rows.values():
+        assert 0.0 <= p["predicted_success"] <= 1.0
+        assert p["predicted_success"] == 0.0  # the success head never fires
+
+    lines = (out / "episodes.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert len(records) == 2 * 2 * 4
+    assert {(r["policy"], r["sim"], r["episode"]) for r in records} == {
+        (p, s, i) for p in POLICIES for s in ("real", "wm") for i in range(4)}
+    assert all(r["seed"] == r["episode"] for r in records)  # episode i starts from seed 0 + i in both simulators
+    horizon = math.ceil(facts["max_steps"] / facts["chunk"])  # world-model steps of the learned simulator
+    for r in records:
+        if r["sim"] == "wm":
+            assert r["length"] == horizon * facts["chunk"] and not r["success"]
+            assert math.isfinite(r["trust_idm_error_mean"])
+        else:
+            assert r["length"] <= facts["max_steps"] and "trust_idm_error_mean" not in r
+    for name, p in rows.items():  # the per-policy trust figures are the episodes' means
+        wm = [r for r in records if r["policy"] == name and r["sim"] == "wm"]
+        assert p["idm_error"] == pytest.approx(np.mean([r["trust_idm_error_mean"] for r in wm]))
+        assert p["trust_success_prob_max"] == pytest.approx(np.mean([r["trust_success_prob_max"] for r in wm]))
+
+    video = out / "video_expert@0.0.mp4"
+    assert video.is_file() and video.stat().st_size > 0
+    stamp = video.stat().st_mtime_ns
+
+    # the same command again: everything is there, nothing runs, the same figures come back
+    assert main(argv) == 0
+    assert "episodes to run" not in capsys.readouterr().out
+    assert (out / "episodes.jsonl").read_text().splitlines() == lines
+    again = json.loads((out / "metrics.json").read_text())
+    assert _figures(again) == _figures(metrics)
+    assert video.stat().st_mtime_ns == stamp
+
+
+def _figures(metrics: dict) -> str:
+    """Every figure but the wall time, as text (a constant prediction makes some NaN, and NaN != NaN)."""
+    return json.dumps({k: v for k, v in metrics.items() if k != "wall_time_s"}, sort_keys=True)
