@@ -1,11 +1,11 @@
 """Would anti-aliased frames tell the frame-identical starts apart? Counted on the held-out episodes.
 
-    MUJOCO_GL=egl python docs/scripts/antialiased_starts.py --data data/pushcube_heldout.hdf5
+    MUJOCO_GL=egl python experiments/scripts/antialiased_starts.py --data data/pushcube_heldout.hdf5
 
 PushCube's scene turns MuJoCo's multisampling off (`<quality offsamples="0"/>`, for speed), so each
 64 px pixel shows one sample of the scene: nudging the cube by up to 2 mm and 4 degrees often renders
 the very same frame, and the outcome of the episode's actions then depends on what no frame shows
-(`wmsuite eval-wm --replays`; docs/world_models.md). This script renders every start of `eval-wm
+(`wmsuite eval-wm --replays`; experiments/world_models_journal.md). This script renders every start of `eval-wm
 --replays`' nudge grid twice, as the scene is and with `--offsamples` samples per pixel (MuJoCo's own
 default is 4), and counts per episode the nudged starts whose frame equals the unnudged start's bit
 for bit. The docs' measurement, 60 held-out episodes, 342 nudges each: as the scene is, 1,353 identical
@@ -25,7 +25,10 @@ from tqdm.auto import tqdm
 from wmsuite.cli.eval_wm import EvalWMConfig
 from wmsuite.data import load_episodes
 from wmsuite.envs import make_env
+from wmsuite.envs.probes import get_probe
 from wmsuite.eval_harness.replays import nudge_grid, place_nudged
+
+PROBE = get_probe("wmsuite/PushCube-v0")
 
 
 def main() -> None:
@@ -56,14 +59,14 @@ def main() -> None:
     identical = {samples: [] for samples in renderers}
     largest_difference = []
     for ep in tqdm(episodes, desc="episodes", unit="ep"):
-        place_nudged(env, ep.sim_states[0], (0.0, 0.0, 0.0))
+        place_nudged(env, ep.sim_states[0], (0.0, 0.0, 0.0), PROBE)
         start = {samples: render(samples) for samples in renderers}
         if not np.array_equal(start[scene_samples], ep.obs[args.camera][0]):
             raise SystemExit("the episode's own start does not render its recorded frame: recorded with another "
                              "scene or camera")
         counts = dict.fromkeys(renderers, 0)
         for nudge in nudges:
-            place_nudged(env, ep.sim_states[0], nudge)
+            place_nudged(env, ep.sim_states[0], nudge, PROBE)
             for samples in renderers:
                 frame = render(samples)
                 counts[samples] += bool(np.array_equal(frame, start[samples]))

@@ -1,12 +1,12 @@
 """How far a policy moves the cube in the real PushCube env and in a world model, episode by episode.
 
-    python docs/scripts/cube_travel.py --wm assets/wm/pushcube --episodes 16
+    python experiments/scripts/cube_travel.py --wm assets/wm/pushcube --episodes 16
 
 Runs the policy from seeds 0..N-1 in both simulators under `wmsuite eval`'s protocol (the policy is
 queried every world-model chunk) and prints, per episode, the outcome in each and the path length of
 the cube and of the pusher: the real ones from the simulator's state every chunk, the imagined cube
 from the task's red-blob detector on every generated frame that ends a chunk, the imagined pusher from
-the agent_pos head. The figures in docs/world_models.md ("Why the offset policy is imagined to
+the agent_pos head. The figures in experiments/world_models_journal.md ("Why the offset policy is imagined to
 succeed") come from this script with its defaults; it runs torch on one thread, as they were
 measured (another thread count may change the sampled frames in the last digits).
 """
@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 import torch
 
-from wmsuite.cli.eval import EvalConfig, make_env_factory, make_policy_factory, wm_chunk
+from wmsuite.cli.eval import EvalConfig, load_model, make_env_factory, make_policy_factory
 from wmsuite.envs.push_cube import detect_cube_xy
 from wmsuite.rollout import RolloutConfig, rollout
 
@@ -41,8 +41,9 @@ def main() -> None:
     torch.set_num_threads(1)
     # the environments and the policy exactly as `wmsuite eval` builds them, one batch of N episodes
     cfg = EvalConfig(wm=args.wm, num_envs=args.episodes, episodes=args.episodes)
-    chunk = wm_chunk(cfg)
-    make_env, make_policy = make_env_factory(cfg), make_policy_factory(cfg, chunk)
+    model = load_model(cfg)
+    chunk = model.cfg.chunk
+    make_env, make_policy = make_env_factory(cfg, model), make_policy_factory(cfg, chunk)
     episodes = {}
     for sim in ("real", "wm"):
         env = make_env(sim)

@@ -2,11 +2,11 @@
 every chunk where the real cube moves more than 1 cm and its centre starts 3 cm or more off the line the
 pusher moves along (the glancing chunks of `wmsuite eval-wm`'s contact check, except that the check
 also asks the pusher to move 5 mm: 677 chunks here, 668 there). Choosing windows because their real
-cube moved favours "moved" as the loss's motion weight did (docs/world_models.md, "Motion-weighted loss").
+cube moved favours "moved" as the loss's motion weight did (experiments/world_models_journal.md, "Motion-weighted loss").
 
-    python docs/scripts/glancing_slices.py --data data/pushcube_wm2.hdf5 --out data/pushcube_wm_glance.hdf5
+    python experiments/scripts/glancing_slices.py --data data/pushcube_wm2.hdf5 --out data/pushcube_wm_glance.hdf5
 
-The docs' measurement (docs/world_models.md, "Glancing-contact slices"): 677 glancing chunks in the
+The docs' measurement (experiments/world_models_journal.md, "Glancing-contact slices"): 677 glancing chunks in the
 1,260 training episodes, 2 copies each, 3,000 fine-tuning steps; the model's glancing ratio did not move.
 The output is written in one atomic step and an existing file is never replaced.
 """

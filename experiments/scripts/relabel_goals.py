@@ -1,6 +1,6 @@
 """Copies of recorded PushCube episodes with the goal disk moved: the same motion, another goal.
 
-    python docs/scripts/relabel_goals.py --data data/pushcube_wm2.hdf5 --out data/pushcube_wm_goals.hdf5 \
+    python experiments/scripts/relabel_goals.py --data data/pushcube_wm2.hdf5 --out data/pushcube_wm_goals.hdf5 \
         --copies 2 --keep-original
 
 Every copy of an episode gets its own goal, drawn as the env draws one (uniform in [-0.2, 0.2]^2, 12 cm
