@@ -47,7 +47,7 @@ install_lerobot() {
     fi
     "$venv/bin/pip" install -q torch==2.14.1 torchvision==0.29.1
     "$venv/bin/pip" install -q "numpy>=2,<2.4" "datasets>=4,<5" "huggingface-hub>=0.34.2,<0.36" "av>=15,<16" \
-        "accelerate>=1.10,<2" "packaging>=24.2,<26" "gymnasium>=1.1.1,<2" "h5py>=3.9" "pytest>=8"
+        "accelerate>=1.10,<2" "packaging>=24.2,<26" "gymnasium>=1.1.1,<2" "h5py>=3.9" "pytest>=8" "pytest-timeout" "tyro>=0.9"
     "$venv/bin/pip" install -q --no-deps lerobot==0.4.4
     "$venv/bin/pip" install -q --no-deps -e .
     HF_HUB_OFFLINE=1 "$venv/bin/python" -c "from lerobot.datasets.lerobot_dataset import LeRobotDataset; import wmsuite.data.lerobot_io"

@@ -189,6 +189,17 @@ class MujocoTaskEnv(gym.Env):
         mujoco.mj_forward(self.model, self.data)
 
     # ---- helpers ------------------------------------------------------------------------------
+
+    def nudge_cube(self, dxy: tuple[float, float] = (0.0, 0.0), dyaw: float = 0.0) -> None:
+        """Shift the task's free object (the joint at qpos index `self._cube`) by `dxy` (m) and turn it by
+        `dyaw` (rad) about the vertical; takes effect at the next forward pass or step (the start
+        perturbation of eval-wm's replays: how much an outcome hinges on what a frame shows)."""
+        q, c = self.data.qpos, self._cube
+        q[c : c + 2] += np.asarray(dxy, np.float64)
+        turn = np.array([np.cos(dyaw / 2), 0.0, 0.0, np.sin(dyaw / 2)])
+        quat = np.empty(4)
+        mujoco.mju_mulQuat(quat, turn, q[c + 3 : c + 7].copy())
+        q[c + 3 : c + 7] = quat
     def render_camera(self, camera: str, size: int) -> np.ndarray:
         """Render one camera of the current state, (size, size, 3) uint8 (a new array every call)."""
         renderer = self._renderers.get(size)

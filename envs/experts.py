@@ -76,9 +76,8 @@ class ScriptedExpert:
         """Largest per-episode actuator bias: each episode draws a constant offset of the motion
         actions, uniform in direction and U(0, bias) in size (actions live in [-1, 1]), added to every
         action, then clipped. Data for world models: with it, where the agent goes is no longer
-        implied by where the cube and goal are. Measured (docs/world_models.md): a world model trained
-        on unbiased experts let a biased policy that stalls in the real env (0% success) succeed in
-        54% of imagined episodes; 300 biased episodes more brought that to 40%."""
+        implied by where the cube and goal are, and a world model trained on such data can no longer
+        imagine a biased policy's pushes reaching the goal as an expert's would (experiments/)."""
         if not isinstance(horizon, int | np.integer) or horizon < 1:
             raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
         self.horizon = int(horizon)

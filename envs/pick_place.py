@@ -32,7 +32,6 @@ terminates on success unless `terminate_on_success=False`. Time limit: 120 steps
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 
 from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away
@@ -103,16 +102,6 @@ class PickPlaceEnv(MujocoTaskEnv):
         self.data.ctrl[self._hand_act] = hand
         self.data.ctrl[self._finger_act] = FINGER_OPEN
         self.data.mocap_pos[self._target] = [*target, 0.0]
-
-    def nudge_cube(self, dxy: tuple[float, float] = (0.0, 0.0), dyaw: float = 0.0) -> None:
-        """Shift the cube by `dxy` (m) and turn it by `dyaw` (rad) about the vertical; takes effect at the
-        next forward pass or step (the start perturbation of eval-wm's replays, as PushCube's)."""
-        q = self.data.qpos
-        q[self._cube : self._cube + 2] += np.asarray(dxy, np.float64)
-        turn = np.array([np.cos(dyaw / 2), 0.0, 0.0, np.sin(dyaw / 2)])
-        quat = np.empty(4)
-        mujoco.mju_mulQuat(quat, turn, q[self._cube + 3 : self._cube + 7].copy())
-        q[self._cube + 3 : self._cube + 7] = quat
 
     def _apply_action(self, action: np.ndarray) -> None:
         hand = self.data.qpos[self._hand : self._hand + 3]

@@ -6,7 +6,7 @@ radius 2 cm that slides in x and y under position servos. One fixed camera, "top
 down from 0.9 m and sees the whole table.
 
 Physics: 10 ms steps, 10 per control step; the pusher's servos are stiff and critically damped, so
-it reaches ~90% of a commanded displacement within one step.
+it reaches most of a commanded displacement within one step.
 
 Layout from the seed: cube centre uniform in [-0.15, 0.15]^2 with a random yaw, goal centre uniform
 in [-0.2, 0.2]^2 at least 12 cm from the cube, pusher uniform in [-0.22, 0.22]^2 at least 8 cm from
@@ -96,16 +96,6 @@ class PushCubeEnv(MujocoTaskEnv):
     def set_goal(self, goal: np.ndarray) -> None:
         """Place the goal disk's centre at `goal` (x, y); takes effect at the next forward pass or step."""
         self.data.mocap_pos[self._goal] = [*goal, 0.0]
-
-    def nudge_cube(self, dxy: tuple[float, float] = (0.0, 0.0), dyaw: float = 0.0) -> None:
-        """Shift the cube by `dxy` (m) and turn it by `dyaw` (rad) about the vertical; takes effect at the
-        next forward pass or step (used to measure how much an outcome hinges on what a frame shows)."""
-        q = self.data.qpos
-        q[self._cube : self._cube + 2] += np.asarray(dxy, np.float64)
-        turn = np.array([np.cos(dyaw / 2), 0.0, 0.0, np.sin(dyaw / 2)])
-        quat = np.empty(4)
-        mujoco.mju_mulQuat(quat, turn, q[self._cube + 3 : self._cube + 7].copy())
-        q[self._cube + 3 : self._cube + 7] = quat
 
     def _apply_action(self, action: np.ndarray) -> None:
         pusher = self.data.qpos[self._pusher : self._pusher + 2]

@@ -14,8 +14,8 @@ controller at 20 Hz). Observations follow the project convention:
 `wmsuite.data.readers` land in the same layout. `info` carries `is_success` (robosuite's
 `_check_success`), `task` (an instruction) and `sim_state` (the flattened MuJoCo state, for
 exact replay) on every reset and step. Resets are soft (robosuite's `hard_reset=False`): the model
-and the GL context are built once, a reset only re-samples the object placement (~1-30 ms
-instead of ~0.7 s). robosuite draws its placement noise from numpy's global generator, so
+and the GL context are built once, a reset only re-samples the object placement (far faster than
+a hard reset). robosuite draws its placement noise from numpy's global generator, so
 `reset(seed=...)` seeds that generator for the duration of the reset and restores it after.
 """
 
@@ -126,7 +126,7 @@ def flip_rows(frame: np.ndarray) -> np.ndarray:
 
 
 def fast_render_settings(sim: Any) -> None:
-    """No multisampling and no reflections: a two-camera 84 px Lift step drops from ~95 to ~28 ms.
+    """No multisampling and no reflections: rendering, which dominates a camera step, gets several times faster.
 
     `sim` is a robosuite MjSim whose offscreen context already exists; the MjrContext is rebuilt
     so that the new sample count takes effect (robosuite rebuilds it from the same model later).
@@ -174,13 +174,13 @@ class RobosuiteEnv(RobosuiteBackedEnv):
         """
         Args:
             task: a robosuite environment name from `TASKS`.
-            cameras: robosuite camera names rendered into `pixels`; empty for state-only (~5 ms a step).
+            cameras: robosuite camera names rendered into `pixels`; empty for state-only (fast: no rendering).
             image_size: square size or (height, width) of every camera.
             robot, controller: robosuite robot and default controller config.
             control_freq: policy steps per simulated second.
             reward_shaping: robosuite's dense staged reward instead of the sparse success reward.
             terminate_on_success: end the episode (`terminated=True`) on the first success.
-            fast_render: turn off multisampling and reflections (3x faster frames, flatter look).
+            fast_render: turn off multisampling and reflections (faster frames, flatter look).
             render_mode: 'rgb_array' (the first camera, or agentview when `cameras` is empty) or None.
         """
         if task not in TASKS:

@@ -18,7 +18,8 @@ The failures are qualitatively different, so a policy zoo built from skills span
     drop        opens the gripper as the cube leaves the table (Lift) or while carrying it (Stack)
     freeze      stops over the cube and hovers there, gripper open, until the time limit
 
-skill=1 gives ~100 % success, skill=0 ~0 %, and success falls roughly linearly in between.
+skill=1 succeeds almost always, skill=0 almost never, and success falls roughly linearly in between
+(docs/real-benchmarks.md has the table).
 """
 
 from __future__ import annotations

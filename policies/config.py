@@ -45,7 +45,7 @@ class PolicyConfig:
     """Diffusion: the diffusers beta schedule."""
     prediction_type: Literal["epsilon", "sample"] = "sample"
     """Diffusion: the network predicts the clean chunk ('sample') or the noise ('epsilon', Diffusion Policy's
-    default). With our small MLP head, sample prediction learned PushCube far better (docs/policies.md);
+    default). With our small MLP head, sample prediction learned PushCube far better (experiments/policies_journal.md);
     old checkpoints that lack this field load as epsilon."""
 
     def __post_init__(self) -> None:

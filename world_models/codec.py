@@ -8,7 +8,7 @@
 shuffle; only per-channel statistics are fitted. `PatchCodec` is a variational autoencoder built from diffusers' `ResnetBlock2D` that
 works only at latent resolution: a strided patch convolution in, a pixel shuffle out (64x64x3 ->
 16x16x4). `KLCodec` wraps a small diffusers `AutoencoderKL` (convolutions at full resolution: better
-in principle, ~5x slower to decode on our CPU). Both are trained on our own frames (`codec_loss`);
+in principle, slower to decode on a CPU). Both are trained on our own frames (`codec_loss`);
 the posterior mean is the latent, normalised per channel by statistics measured on the training
 frames (`fit_latent_stats`).
 Reconstruction quality is measured separately from prediction quality (`reconstruction_psnr`).
@@ -166,7 +166,7 @@ class KLCodec(_VAECodec):
 def codec_loss(codec: _VAECodec, frames: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
     """Autoencoder training loss on frames (N, 3, S, S) uint8: weighted MSE + kl_weight * KL.
 
-    Pixels of saturated colour (the cube, the goal, the pusher) weigh `1 + red_weight`.
+    Pixels of saturated colour (objects, goals and robots drawn as coloured blobs) weigh `1 + color_weight`.
     """
     x = to_unit(frames)  # (N, 3, S, S)
     post = codec.posterior(x)

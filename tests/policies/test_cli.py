@@ -56,6 +56,8 @@ def test_train_resume_eval_bench(tmp_path, capsys):
                  "--repeats", "1", "--out", str(bench)]) == 0
     figures = json.loads((bench / "metrics.json").read_text())
     assert figures["run/steps3/batch1_ms"] > 0 and figures["flow/steps1/batch1_ms"] > 0
+    for name in ("run/steps1/batch1", "run/steps3/batch1", "flow/steps1/batch1", "flow/steps3/batch1"):
+        assert figures[f"{name}_chunks_per_s"] == pytest.approx(1000 / figures[f"{name}_ms"])  # batch 1
 
 
 def test_expert_eval_matches_its_episodes(tmp_path):
