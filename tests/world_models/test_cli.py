@@ -30,8 +30,9 @@ def pushcube_file(tmp_path_factory):
     return path
 
 
+HEADS = ["--heads.generated-windows", "64"]  # few generated frames: the heads stage is the slow part
 TINY = ["--model.channels", "16", "16", "--dynamics.batch-size", "4", "--heads-train.steps", "2",
-        "--heads-train.batch-size", "8"]
+        "--heads-train.batch-size", "8", *HEADS]
 
 
 def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
@@ -66,14 +67,14 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
     before = load_world_model(run)
     assert before.cfg.heads == "keypoints"
     assert main(["train-wm", *data, "--stage", "heads", "--heads-train.steps", "3", "--heads-train.batch-size", "8",
-                 "--heads.labels", "detector"]) == 0
+                 "--heads.labels", "detector", *HEADS]) == 0
     after = load_world_model(run)
     assert not torch.equal(before.heads.net[-1].weight, after.heads.net[-1].weight)
     assert torch.equal(before.denoiser.conv_in.weight, after.denoiser.conv_in.weight)
     assert (run / "train_state" / "dynamics" / "model.safetensors").is_file()
     # --model.heads of the other kind replaces the heads by new ones and trains them
     assert main(["train-wm", *data, "--stage", "heads", "--heads-train.steps", "2", "--heads-train.batch-size", "8",
-                 "--model.heads", "conv"]) == 0
+                 "--model.heads", "conv", *HEADS]) == 0
     swapped = load_world_model(run)
     assert swapped.cfg.heads == "conv" and isinstance(swapped.heads.net[0], torch.nn.Conv2d)
     # ... and the dynamics' train state (old heads) is dropped, so --resume starts a fresh optimizer from
@@ -150,7 +151,7 @@ def test_weight_average_checkpoints_hold_the_average_and_resume_trains_the_raw_w
     torch.testing.assert_close(averaged4[name], d * averaged[name] + (1 - d) * raw4)
     # the heads stage rewrites latest/ but keeps the raw weights and the optimizer state for --resume
     assert main(["train-wm", *data, "--stage", "heads", "--heads-train.steps", "2",
-                 "--heads-train.batch-size", "8"]) == 0
+                 "--heads-train.batch-size", "8", *HEADS]) == 0
     after, config_h = load_checkpoint(run / "latest")
     assert config_h["ema_decay"] == 0.5 and torch.equal(after[name], averaged4[name])
     assert torch.equal(load_checkpoint(run / "train_state" / "dynamics")[0][f"model.module.{name}"], raw4)
