@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from wmsuite.train.config import TrainerConfig
+
 
 @dataclass
 class PolicyConfig:
@@ -74,3 +76,8 @@ class PolicyConfig:
         if self.num_inference_steps > self.num_train_timesteps and self.kind == "diffusion":
             raise ValueError(f"num_inference_steps ({self.num_inference_steps}) must be <= num_train_timesteps "
                              f"({self.num_train_timesteps})")
+
+
+POLICY_TRAINER = TrainerConfig(steps=3000, batch_size=64, lr=3e-4, warmup=100, ema_decay=0.995, save_every=500,
+                               log_every=50)
+"""The trainer settings policies are trained with by default (train-policy, the zoo)."""

@@ -19,15 +19,11 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from wmsuite.data.windows import WindowConfig, WindowDataset
-from wmsuite.policies import ChunkPolicy, make_policy, save_policy
-from wmsuite.policies.config import PolicyConfig
+from wmsuite.policies import ChunkPolicy, save_policy
+from wmsuite.policies.config import POLICY_TRAINER, PolicyConfig
 from wmsuite.policies.normalize import compute_stats
 from wmsuite.train import FitResult, Objective, Trainer, TrainerConfig
 from wmsuite.types import Episode
-
-POLICY_TRAINER = TrainerConfig(steps=3000, batch_size=64, lr=3e-4, warmup=100, ema_decay=0.995, save_every=500,
-                               log_every=50)
-"""The trainer settings policies are trained with by default (train-policy, the zoo)."""
 
 
 def build_policy(episodes: Sequence[Episode], cfg: PolicyConfig) -> ChunkPolicy:
@@ -41,8 +37,7 @@ def build_policy(episodes: Sequence[Episode], cfg: PolicyConfig) -> ChunkPolicy:
         raise ValueError(f"--policy.cameras names {missing}, which the data lacks; it has {first.cameras}")
     dims = {"action": first.actions.shape[1], "agent_pos": first.state.shape[1],
             "environment_state": first.env_state.shape[1]}
-    fields = {k: v for k, v in vars(cfg).items() if k != "kind"}
-    return make_policy(cfg.kind, dims, compute_stats(episodes, cfg.use_env_state), **fields)
+    return ChunkPolicy(cfg, dims, compute_stats(episodes, cfg.use_env_state))
 
 
 def train_policy(trainer: Trainer, episodes: Sequence[Episode], cfg: PolicyConfig, tcfg: TrainerConfig = POLICY_TRAINER,

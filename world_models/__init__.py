@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wmsuite.checkpoint import is_checkpoint, load_checkpoint
+from wmsuite.config import from_dict
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 from wmsuite.world_models.env import WorldModelEnv, make_world_model_env
 from wmsuite.world_models.model import BACKWARD, FORWARD, LatentWorldModel
@@ -33,19 +34,25 @@ def resolve_checkpoint(path: str | Path) -> Path:
                             "run directory with latest/; train one with `wmsuite train-wm` or use assets/wm/pushcube")
 
 
+def model_configs(config: dict) -> tuple[WorldModelConfig, CodecConfig]:
+    """The model and codec configs a checkpoint's config.json holds (older schemas migrated: checkpoints
+    written before the heads option existed have the "conv" heads)."""
+    return (from_dict(WorldModelConfig, {"heads": "conv", **config["world_model"]}),
+            from_dict(CodecConfig, config["codec"]))
+
+
 def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int | None = None) -> LatentWorldModel:
     """Rebuild a world model from its checkpoint (never unpickles); eval mode, on `device`."""
     ckpt = resolve_checkpoint(path)
     tensors, config = load_checkpoint(ckpt, expect_class=tuple(WORLD_MODELS), device=device)
-    # checkpoints written before the heads option existed have the "conv" heads
-    wm_cfg = WorldModelConfig(**{"heads": "conv", **config["world_model"]})
+    wm_cfg, codec_cfg = model_configs(config)
     if sampling_steps is not None:
         wm_cfg.sampling_steps = sampling_steps
         wm_cfg.__post_init__()
-    model = WORLD_MODELS[config["class"]](wm_cfg, CodecConfig(**config["codec"]), config["stats"])
+    model = WORLD_MODELS[config["class"]](wm_cfg, codec_cfg, config["stats"])
     model.load_state_dict(tensors)
     return model.to(device).eval()
 
 
 __all__ = ["BACKWARD", "FORWARD", "WORLD_MODELS", "CodecConfig", "LatentWorldModel", "WorldModelConfig",
-           "WorldModelEnv", "WorldModelState", "load_world_model", "make_world_model_env", "resolve_checkpoint"]
+           "WorldModelEnv", "WorldModelState", "load_world_model", "make_world_model_env", "model_configs", "resolve_checkpoint"]

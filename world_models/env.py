@@ -103,7 +103,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if not cfg.camera:
             raise ValueError("the world model names no camera (cfg.camera is empty); set the camera its frames "
                              "come from (training fills it in from the data)")
-        self.camera, self.k, self.h = cfg.camera, cfg.context, cfg.chunk
+        self.camera, self.k = cfg.camera, cfg.context
         self.chunk = cfg.chunk  # actions per step: a real env fed the same chunks open-loop acts every `chunk`
         size = codec.cfg.image_size
         self.single_action_space = spaces.Box(action_low, action_high, (cfg.chunk, cfg.action_dim), np.float32)
@@ -173,11 +173,11 @@ class WorldModelEnv(gym.vector.VectorEnv):
             idm = model.inverse_dynamics(before.newest, lat)  # (n, H, A)
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
             hit = prob > self.success_threshold
-            first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.h - 1,
+            first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,
                                                                                      dtype=torch.long))  # (n,)
             rows = torch.arange(self.num_envs, device=self.device)
             frame = model.codec.decode(lat[rows, first])  # (n, 3, S, S) uint8
-            reward = (heads["reward"] * (torch.arange(self.h, device=self.device)[None] <= first[:, None])).sum(1)
+            reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
         self._agent_pos = heads["agent_pos"][rows, first].cpu().numpy().astype(np.float32)
         self._env_state = heads["environment_state"][rows, first].cpu().numpy().astype(np.float32)

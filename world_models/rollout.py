@@ -10,8 +10,8 @@ training, the heads' generated data and the open-loop fidelity figures all roll 
 draw from the sampler in the same order and agree bit for bit on the same generator.
 
 `WorldModelState` is what a rollout carries from one chunk to the next: today the K context latents,
-later also the spatial memory. Rows are independent sub-rollouts; `select` and `assign` take and
-replace some of them (a partial reset of a batched environment).
+later also the spatial memory. Rows are independent sub-rollouts; `assign` replaces some of them
+(a partial reset of a batched environment).
 
 Shapes: B batch, K context, H chunk, N chunks, A action size, C latent channels, s latent side,
 S image side.
@@ -68,24 +68,13 @@ class WorldModelState:
         return cls(lat.view(len(rows), k, *lat.shape[1:]))
 
     @property
-    def batch_size(self) -> int:
-        return self.context.shape[0]
-
-    @property
     def newest(self) -> torch.Tensor:
         """(B, C, s, s): the latest latent frame, the one the next chunk's first action starts from."""
         return self.context[:, -1]
 
-    def select(self, rows: Rows) -> WorldModelState:
-        """The sub-rollouts `rows` (indices, a boolean mask or a slice) as a new state (a copy for indices)."""
-        return WorldModelState(self.context[_index(rows, self.context.device)])
-
     def assign(self, rows: Rows, other: WorldModelState) -> None:
         """Replace the sub-rollouts `rows` with `other`'s, in place (e.g. the rows a reset restarts)."""
         self.context[_index(rows, self.context.device)] = other.context.to(self.context)
-
-    def clone(self) -> WorldModelState:
-        return WorldModelState(self.context.clone())
 
 
 @torch.no_grad()
@@ -109,10 +98,9 @@ def rollout(model: LatentWorldModel, state: WorldModelState, actions: torch.Tens
         lat = model.generate(context, actions[:, r * h : (r + 1) * h], direction, steps, generator)  # (B, H, C, s, s)
         chunks.append(lat)
         context = torch.cat([context, lat], dim=1)[:, -k:]  # the one autoregressive shift
-    if not chunks:
+    if not chunks:  # N = 0: nothing generated, the state as it was
         return context.new_zeros((context.shape[0], 0, *context.shape[2:])), state
-    latents = chunks[0] if len(chunks) == 1 else torch.cat(chunks, dim=1)
-    return latents, WorldModelState(context)
+    return torch.cat(chunks, dim=1), WorldModelState(context)
 
 
 def _index(rows: Rows, device: torch.device) -> torch.Tensor | slice:

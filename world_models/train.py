@@ -163,7 +163,7 @@ def heads_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor],
         "heads/state": F.mse_loss(out["state"], (batch["state"] - model.state_mean) / model.state_std),
         "heads/env_state": F.mse_loss(out["env_state"], (batch["env_state"] - model.env_state_mean) / model.env_state_std),
         "heads/success": F.binary_cross_entropy_with_logits(out["success_logit"], batch["success"],
-                                                            pos_weight=pos_weight.to(out["success_logit"].device)),
+                                                            pos_weight=pos_weight),
         "heads/reward": F.mse_loss(out["reward"], batch["reward"]),
     }
     loss = sum(losses.values())
@@ -211,7 +211,8 @@ def train_heads(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Ep
 
     model.requires_grad_(False)
     model.heads.requires_grad_(True)
-    objective = Objective(model, lambda m, b: heads_loss(m, b, torch.tensor(pos_weight)))
+    pos_weight_t = torch.tensor(pos_weight, device=trainer.device)
+    objective = Objective(model, lambda m, b: heads_loss(m, b, pos_weight_t))
     try:
         result = trainer.fit("heads", objective, tcfg, batches, overwrite=True, log_offset=step,
                              export=lambda _: save_model(model, trainer.out, step, {**(extra or {}), "heads_steps": tcfg.steps}))

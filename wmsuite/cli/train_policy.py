@@ -12,7 +12,7 @@ wmsuite/policies/train.py for the rest of its layout.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -20,14 +20,8 @@ from wmsuite.cli.common import seed_everything
 from wmsuite.config import to_dict
 from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
-from wmsuite.policies.config import PolicyConfig
+from wmsuite.policies.config import POLICY_TRAINER, PolicyConfig
 from wmsuite.train import TrainerConfig
-
-
-def _policy_trainer() -> TrainerConfig:
-    from wmsuite.policies.train import POLICY_TRAINER
-
-    return TrainerConfig(**vars(POLICY_TRAINER))
 
 
 @dataclass
@@ -52,7 +46,7 @@ class TrainPolicyConfig:
     """Also log to wandb (offline unless configured)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """The policy (the library's PolicyConfig)."""
-    train: TrainerConfig = field(default_factory=_policy_trainer)
+    train: TrainerConfig = field(default_factory=lambda: replace(POLICY_TRAINER))
     """The trainer's settings."""
 
     def __post_init__(self) -> None:

@@ -26,7 +26,7 @@ import torch
 
 from wmsuite.checkpoint import is_checkpoint
 from wmsuite.cli.common import seed_everything
-from wmsuite.config import from_dict, to_dict
+from wmsuite.config import to_dict
 from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
 from wmsuite.train import Trainer, TrainerConfig
@@ -94,9 +94,10 @@ def default(argv: list[str]) -> TrainWMConfig | None:
     latest = Path(_flag(argv, "--out") or TrainWMConfig.out) / "latest"
     if not is_checkpoint(latest):
         return None
-    saved = json.loads((latest / "config.json").read_text())
-    return TrainWMConfig(model=from_dict(WorldModelConfig, {"heads": "conv", **saved["world_model"]}),
-                         codec=from_dict(CodecConfig, saved["codec"]))
+    from wmsuite.world_models import model_configs
+
+    model, codec = model_configs(json.loads((latest / "config.json").read_text()))
+    return TrainWMConfig(model=model, codec=codec)
 
 
 def _flag(argv: list[str], name: str) -> str | None:
@@ -119,6 +120,8 @@ def run(cfg: TrainWMConfig) -> int:
     log = RunLogger(out, config=to_dict(cfg), use_wandb=cfg.wandb)
     trainer = Trainer(out, device=cfg.device, seed=cfg.seed, logger=log)
     began = time.time()
+    from wmsuite.world_models.train import train_dynamics
+
     try:
         if cfg.stage == "heads":
             return _heads(cfg, trainer, episodes)
@@ -129,7 +132,8 @@ def run(cfg: TrainWMConfig) -> int:
         start = 0 if resume_state or not cfg.resume else json.loads((out / "latest" / "config.json").read_text())["step"]
         if cfg.resume and not resume_state:
             print(f"{out} has no dynamics train state: going on from {out / 'latest'} (step {start}) with a fresh optimizer")
-        result = _train_dynamics(trainer, model, episodes, cfg, resume_state, start)
+        result = train_dynamics(trainer, model, episodes, cfg.dynamics, cfg.moving_fraction, resume=resume_state,
+                                start_step=start)
         print(f"dynamics at step {result.steps} after {(time.time() - began) / 60:.1f} min -> {out / 'latest'}")
         if cfg.stage == "all":
             _heads(cfg, trainer, episodes)
@@ -145,13 +149,13 @@ def _check_resumable(cfg: TrainWMConfig, out: Path) -> None:
         if cfg.stage == "heads" or (cfg.resume and cfg.stage != "codec" and not is_checkpoint(out / "codec")):
             raise FileNotFoundError(f"no checkpoint at {latest} to go on from; train one first (without --resume)")
         return
-    saved = json.loads((latest / "config.json").read_text())
-    model = from_dict(WorldModelConfig, {"heads": "conv", **saved["world_model"]})
+    from wmsuite.world_models import model_configs
+
+    model, codec = model_configs(json.loads((latest / "config.json").read_text()))
     changed = [f"--model.{k.replace('_', '-')} {getattr(cfg.model, k)} (checkpoint: {getattr(model, k)})"
                for k in ARCHITECTURE if getattr(cfg.model, k) != getattr(model, k)]
     if cfg.model.heads != model.heads and cfg.stage != "heads":
         changed.append(f"--model.heads {cfg.model.heads} (checkpoint: {model.heads}; replace heads with --stage heads)")
-    codec = from_dict(CodecConfig, saved["codec"])
     changed += [f"--codec.{f.name} {getattr(cfg.codec, f.name)} (checkpoint: {getattr(codec, f.name)})"
                 for f in fields(CodecConfig) if getattr(cfg.codec, f.name) != getattr(codec, f.name)]
     if changed:
@@ -184,13 +188,6 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     model = build_model(episodes, cfg.model, load_codec(codec_dir, cfg.device))
     print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; {asdict(model.cfg)}")
     return model
-
-
-def _train_dynamics(trainer: Trainer, model, episodes: list, cfg: TrainWMConfig, resume: bool, start: int):
-    from wmsuite.world_models.train import train_dynamics
-
-    return train_dynamics(trainer, model, episodes, cfg.dynamics, cfg.moving_fraction, resume=resume,
-                          start_step=start)
 
 
 def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list) -> int:

@@ -29,7 +29,7 @@ import torch
 from wmsuite.cli.common import resolve_policy, seed_everything
 from wmsuite.cli.eval_policy import evaluate
 from wmsuite.config import to_dict
-from wmsuite.policies.config import PolicyConfig
+from wmsuite.policies.config import POLICY_TRAINER, PolicyConfig
 from wmsuite.stats import wilson_interval
 
 
@@ -150,7 +150,7 @@ def _train_run(cfg: ZooConfig, kind: str, size: int) -> Path:
         return run_dir
     from wmsuite.data import load_episodes
     from wmsuite.logging import RunLogger
-    from wmsuite.policies.train import POLICY_TRAINER, train_policy
+    from wmsuite.policies.train import train_policy
     from wmsuite.train import Trainer
 
     episodes = [ep for ep in load_episodes(cfg.data) if ep.success][:size]
