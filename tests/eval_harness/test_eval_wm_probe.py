@@ -87,7 +87,7 @@ def test_eval_wm_skips_the_detector_figures_for_another_camera(recorded, tmp_pat
 
 
 def test_a_data_file_without_an_env_id_needs_env(pushed_episodes, tmp_path):
-    from wmsuite.cli.eval_wm import recorded_env_id
+    from wmsuite.cli.common import recorded_env_id
 
     data = write_episodes(tmp_path / "bare.hdf5", pushed_episodes[:1])  # no env_args, no meta env id
     episodes = load_episodes(data)

@@ -57,3 +57,20 @@ def seed_everything(seed: int) -> None:
 
 def setup_logging() -> None:
     logging.basicConfig(level=os.environ.get("WMSUITE_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
+
+
+def recorded_env_id(data: str, episodes: list) -> str:
+    """The env id `data` was recorded in: the file's env_args["env_name"] where it names a registered
+    wmsuite task, else the one env id its episodes' meta carry; a ValueError where neither does."""
+    from wmsuite.data import EpisodeFile
+    from wmsuite.envs import wmsuite_ids
+
+    with EpisodeFile(data) as f:
+        name = str(f.env_args.get("env_name", ""))
+    if name in wmsuite_ids():
+        return name
+    ids = sorted({str(ep.meta.get("env_id", "")) for ep in episodes} - {""})
+    if len(ids) == 1:
+        return ids[0]
+    raise ValueError(f"--env is empty and {data} does not record one env id (env_args env_name {name!r}, "
+                     f"episodes' env ids {ids}); pass --env, one of {', '.join(wmsuite_ids())}")

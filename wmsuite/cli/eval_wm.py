@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from wmsuite.cli.common import seed_everything
-from wmsuite.data import EpisodeFile, load_episodes
+from wmsuite.cli.common import recorded_env_id, seed_everything
+from wmsuite.data import load_episodes
 from wmsuite.logging import write_metrics
 
 if TYPE_CHECKING:
@@ -125,22 +125,6 @@ def run(cfg: EvalWMConfig) -> int:
     if cfg.out:
         print(f"wrote {write_metrics(cfg.out, metrics)}")
     return 0
-
-
-def recorded_env_id(data: str, episodes: list) -> str:
-    """The env id `data` was recorded in: the file's env_args["env_name"] where it names a registered
-    wmsuite task, else the one env id its episodes' meta carry; a ValueError where neither does."""
-    from wmsuite.envs import wmsuite_ids
-
-    with EpisodeFile(data) as f:
-        name = str(f.env_args.get("env_name", ""))
-    if name in wmsuite_ids():
-        return name
-    ids = sorted({str(ep.meta.get("env_id", "")) for ep in episodes} - {""})
-    if len(ids) == 1:
-        return ids[0]
-    raise ValueError(f"--env is empty and {data} does not record one env id (env_args env_name {name!r}, "
-                     f"episodes' env ids {ids}); pass --env, one of {', '.join(wmsuite_ids())}")
 
 
 def _replays(cfg: EvalWMConfig, probe: TaskProbe, episodes: list, camera: str) -> dict:

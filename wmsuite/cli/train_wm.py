@@ -24,8 +24,8 @@ from typing import Literal
 
 import torch
 
-from wmsuite.checkpoint import is_checkpoint
-from wmsuite.cli.common import seed_everything
+from wmsuite.checkpoint import is_checkpoint, load_checkpoint
+from wmsuite.cli.common import recorded_env_id, seed_everything
 from wmsuite.config import to_dict
 from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
@@ -114,9 +114,9 @@ def run(cfg: TrainWMConfig) -> int:
         raise FileNotFoundError(f"--data {cfg.data} does not exist; record episodes with `wmsuite collect`")
     seed_everything(cfg.seed)
     out = Path(cfg.out)
-    episodes = load_episodes(cfg.data)
     if cfg.stage in ("dynamics", "heads") or cfg.resume:
-        _check_resumable(cfg, out)
+        _check_resumable(cfg, out)  # before reading the data: a refused run costs nothing
+    episodes = load_episodes(cfg.data)
     log = RunLogger(out, config=to_dict(cfg), use_wandb=cfg.wandb)
     trainer = Trainer(out, device=cfg.device, seed=cfg.seed, logger=log)
     began = time.time()
@@ -165,14 +165,14 @@ def _check_resumable(cfg: TrainWMConfig, out: Path) -> None:
 def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: Path):
     """The model the dynamics stage trains (None after --stage codec): a resumed run's from out/latest
     with the command line's training fields, else a fresh one on a trained or reused codec."""
-    from wmsuite.world_models import LatentWorldModel, load_world_model
+    from wmsuite.world_models import LatentWorldModel
     from wmsuite.world_models.data import episode_frames
     from wmsuite.world_models.train import build_model, load_codec, train_codec
 
     if cfg.resume and cfg.stage != "codec" and is_checkpoint(out / "latest"):
-        old = load_world_model(out / "latest", device=cfg.device)
-        model = LatentWorldModel(cfg.model, cfg.codec, old.config_dict()["stats"])
-        model.load_state_dict(old.state_dict())
+        tensors, saved = load_checkpoint(out / "latest", expect_class="LatentWorldModel", device=cfg.device)
+        model = LatentWorldModel(cfg.model, cfg.codec, saved["stats"])  # the saved weights, today's training fields
+        model.load_state_dict(tensors)
         return model
     codec_dir = Path(cfg.codec_from) if cfg.codec_from else out / "codec"
     if cfg.stage in ("all", "codec") and not cfg.codec_from and not (cfg.resume and cfg.stage == "all"
@@ -205,7 +205,6 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list) -> int:
         trainer.discard_state("dynamics")
     labels = None
     if cfg.heads.labels == "detector":
-        from wmsuite.cli.eval_wm import recorded_env_id
         from wmsuite.envs.probes import get_probe
 
         probe = get_probe(cfg.env or recorded_env_id(cfg.data, episodes))
