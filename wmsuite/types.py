@@ -45,10 +45,11 @@ class Episode:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.actions = np.asarray(self.actions, dtype=np.float32)
-        if self.actions.ndim != 2:
-            raise ValueError(f"actions must be (T, A), got shape {self.actions.shape}")
-        t = self.actions.shape[0]
+        actions = np.asarray(self.actions)
+        if actions.ndim != 2:
+            raise ValueError(f"actions must be (T, A), got shape {actions.shape}")
+        t = actions.shape[0]
+        self.actions = _check(actions, np.float32, (t,), "actions", ndim=2)
         self.state = _check(self.state, np.float32, (t + 1,), "state", ndim=2)
         self.rewards = _check(self.rewards, np.float32, (t,), "rewards", ndim=1)
         if self.env_state is None:
@@ -67,6 +68,10 @@ class Episode:
                     f"obs[{cam!r}] must be uint8 (T+1={t + 1}, H, W, 3), got {frames.dtype} {frames.shape}"
                 )
             self.obs[cam] = frames
+        if not isinstance(self.task, str):
+            raise ValueError(f"task must be a string, got {type(self.task).__name__}")
+        if not isinstance(self.meta, dict):
+            raise ValueError(f"meta must be a dict, got {type(self.meta).__name__}")
         self.success = bool(self.success)
         self.terminated = bool(self.terminated)
         self.truncated = bool(self.truncated)
@@ -89,13 +94,41 @@ class Episode:
         }
 
 
+def validate_finite(ep: Episode) -> str | None:
+    """Why `ep` is not finite any more (its arrays were changed after it was made), or None.
+
+    `Episode` refuses NaN and inf when it is built; arrays stay mutable, so writers check again.
+    """
+    for name in ("state", "env_state", "actions", "rewards", "sim_states"):
+        step = first_non_finite(getattr(ep, name))
+        if step is not None:
+            return f"{name} contains NaN or inf at step {step}"
+    return None
+
+
+def first_non_finite(arr: np.ndarray) -> int | None:
+    """Index along the first axis of the first row holding NaN or inf, or None when all are finite."""
+    bad = ~np.isfinite(arr)
+    if not bad.any():
+        return None
+    return int(np.argmax(bad.reshape(len(arr), -1).any(axis=1))) if arr.ndim else 0
+
+
 def _check(x: Any, dtype: Any, lead: tuple[int, ...], name: str, ndim: int) -> np.ndarray:
     arr = np.asarray(x)
     if arr.ndim != ndim or arr.shape[: len(lead)] != lead:
         want = ", ".join(str(d) for d in lead) + (", ..." if ndim > len(lead) else "")
         raise ValueError(f"{name} must have shape ({want}), got {arr.shape}")
+    if arr.dtype.kind not in "biuf":  # strings, objects, complex numbers: no silent cast to float
+        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     if dtype is bool:
         return arr.astype(bool)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return arr.astype(dtype, copy=False)
+    step = first_non_finite(arr)
+    if step is not None:
+        raise ValueError(f"{name} contains NaN or inf at step {step}")
+    with np.errstate(over="ignore"):
+        out = arr.astype(dtype, copy=False)
+    step = first_non_finite(out)  # a float64 beyond float32's range has become inf
+    if step is not None:
+        raise ValueError(f"{name} holds a value beyond {np.dtype(dtype).name}'s range at step {step}")
+    return out

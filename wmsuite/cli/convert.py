@@ -13,13 +13,10 @@ LeRobot conversions need the `lerobot` extra, which lives in its own venv (docs/
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-
-import h5py
 
 HDF5_SUFFIXES = (".hdf5", ".h5")
 
@@ -74,19 +71,26 @@ def is_lerobot_dataset(path: Path) -> bool:
 
 
 def run(cfg: ConvertConfig) -> int:
-    from wmsuite.data import write_episodes
+    from wmsuite.data import DatasetError, write_episodes
+    from wmsuite.data.hdf5 import looks_like_hdf5
 
     src, dst = Path(cfg.src), Path(cfg.dst)
+    if dst.exists() and (cfg.to == "lerobot" or not cfg.overwrite):  # before reading what may be a large source
+        fix = "choose another --dst" if cfg.to == "lerobot" else "pass --overwrite to replace it or choose another --dst"
+        raise FileExistsError(f"{dst} exists; {fix}")
     start = time.perf_counter()
     env_args: dict = {}
     if is_lerobot_dataset(src):
         from wmsuite.data.lerobot_io import import_lerobot
 
         if cfg.filter_key is not None:
-            raise SystemExit("--filter-key selects Robomimic masks; a LeRobotDataset source has none")
-        episodes = import_lerobot(src, episodes=None if cfg.limit is None else range(cfg.limit))
+            raise SystemExit("--filter-key selects Robomimic masks; a LeRobotDataset source has none: drop it")
+        episodes = import_lerobot(src, limit=cfg.limit)
         source = "lerobot"
     elif src.is_file():
+        if not looks_like_hdf5(src):
+            raise DatasetError(f"{src} is neither an HDF5 file nor a folder; convert reads HDF5 datasets (ours, "
+                               "Robomimic's, LIBERO's) and LeRobotDataset folders (with meta/info.json)")
         episodes, env_args = _read_hdf5(src, cfg)
         source = "hdf5"
     elif src.is_dir():
@@ -111,11 +115,9 @@ def run(cfg: ConvertConfig) -> int:
 def _read_hdf5(src: Path, cfg: ConvertConfig) -> tuple[list, dict]:
     """Episodes and env_args of an HDF5 source of any layout."""
     from wmsuite.data import load_episodes
-    from wmsuite.data.readers import detect_layout, read_libero, read_robomimic
+    from wmsuite.data.readers import detect, read_libero, read_robomimic
 
-    with h5py.File(src, "r") as f:
-        layout = detect_layout(f)
-        env_args = json.loads(f["data"].attrs.get("env_args", "{}") or "{}")
+    layout, env_args = detect(src)
     if cfg.sim_states and layout != "wmsuite":  # our files always carry their states
         reader = read_libero if layout == "libero" else read_robomimic
         return reader(src, filter_key=cfg.filter_key, limit=cfg.limit, sim_states=True), env_args

@@ -1,7 +1,10 @@
 """Episode datasets: the robomimic-format HDF5 store, readers of public layouts, training windows.
 
 `load_episodes(path)` is the one entry point the training commands use: it reads our own files
-and, through `wmsuite.data.readers`, the public Robomimic and LIBERO layouts.
+and, through `wmsuite.data.readers`, the public Robomimic and LIBERO layouts. Bad data is refused
+where it enters: a truncated or corrupt file, a malformed demo or NaN/inf in one raises one
+`DatasetError` naming the file and the demo, or with `drop_bad=True` the bad demos are skipped and
+logged on the `wmsuite.data` logger.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from wmsuite.data.hdf5 import (
     read_episodes,
     write_episodes,
 )
-from wmsuite.types import Episode
+from wmsuite.types import Episode, validate_finite
 
 __all__ = [
     "DatasetError",
@@ -25,16 +28,19 @@ __all__ = [
     "count_episodes",
     "load_episodes",
     "read_episodes",
+    "validate_finite",
     "write_episodes",
 ]
 
 
-def load_episodes(path: str | Path, filter_key: str | None = None, limit: int | None = None) -> list[Episode]:
-    """Read every episode of a dataset file, whatever its layout (ours, Robomimic, LIBERO)."""
-    with EpisodeFile(path, filter_key=filter_key) as f:
-        if f.is_wmsuite:
-            return [f.read(k) for k in f.keys[:limit]]
-    from wmsuite.data import readers  # a public layout: map its keys to ours
+def load_episodes(path: str | Path, filter_key: str | None = None, limit: int | None = None,
+                  drop_bad: bool = False) -> list[Episode]:
+    """Read the episodes of a dataset file, whatever its layout (ours, Robomimic, LIBERO).
 
-    episodes = readers.read_any(path, filter_key=filter_key)
-    return episodes if limit is None else episodes[:limit]
+    `limit` reads the first `limit` demos. `drop_bad=True` skips demos that are malformed or hold
+    NaN/inf (one warning each, then a summary) and raises only when none is left; by default the
+    first bad demo raises a `DatasetError` naming the file, the demo and the key.
+    """
+    from wmsuite.data import readers  # detects the layout and maps a public one's keys to ours
+
+    return readers.read_any(path, filter_key=filter_key, limit=limit, drop_bad=drop_bad)

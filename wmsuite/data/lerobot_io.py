@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from wmsuite.data.hdf5 import DatasetError
 from wmsuite.types import Episode
 
 INSTALL_HINT = (
@@ -142,9 +143,13 @@ def _frames(ep: Episode) -> list[dict[str, Any]]:
     return frames
 
 
-def import_lerobot(root: str | Path, repo_id: str = "wmsuite/import", episodes: Sequence[int] | None = None
-                   ) -> list[Episode]:
-    """Read the episodes of a local LeRobotDataset (ours or anyone's) as `Episode`s."""
+def import_lerobot(root: str | Path, repo_id: str = "wmsuite/import", episodes: Sequence[int] | None = None,
+                   limit: int | None = None) -> list[Episode]:
+    """Read the episodes of a local LeRobotDataset (ours or anyone's) as `Episode`s.
+
+    `episodes` picks them by index (all when None), `limit` keeps the first `limit` of those. An
+    episode that is malformed or holds NaN/inf raises one `DatasetError` naming the dataset and it.
+    """
     root = Path(root)
     if not (root / "meta" / "info.json").is_file():
         raise FileNotFoundError(f"no LeRobotDataset at {root} (missing meta/info.json)")
@@ -154,54 +159,64 @@ def import_lerobot(root: str | Path, repo_id: str = "wmsuite/import", episodes: 
     feats = meta.features
     for need in ("observation.state", "action"):
         if need not in feats:
-            raise ValueError(f"{root}: LeRobotDataset lacks feature {need!r}; it has {sorted(feats)}")
+            raise DatasetError(f"{root}: LeRobotDataset lacks feature {need!r}; it has {sorted(feats)}")
     cams = {_camera_name(k): k for k in meta.camera_keys}
     sidecar = _read_sidecar(root)
     # arrow for numbers (datasets' numpy formatter casts float64 to float32), numpy for the decoded images
     hf_arrow = ds.hf_dataset.with_format("arrow")
     hf_images = ds.hf_dataset.select_columns(meta.image_keys).with_format("numpy") if meta.image_keys else None
-    wanted = range(meta.total_episodes) if episodes is None else episodes
+    wanted = list(range(meta.total_episodes) if episodes is None else episodes)[:limit]
     out = []
     videos = _VideoCache()
     for e in wanted:
         if not 0 <= e < meta.total_episodes:
             raise IndexError(f"episode {e} out of range: {root} holds {meta.total_episodes} episodes")
-        row = meta.episodes[int(e)]
-        lo, hi = int(row["dataset_from_index"]), int(row["dataset_to_index"])
-        cols = _numeric_columns(hf_arrow[lo:hi], [k for k in feats if k not in meta.camera_keys])
-        ours = FINAL in feats
-        frames = {}
-        for cam, key in cams.items():
-            if key in meta.video_keys:
-                path = root / meta.get_video_file_path(int(e), key)
-                frames[cam] = videos.frames(path, float(row[f"videos/{key}/from_timestamp"]), hi - lo, meta.fps)
-            else:
-                frames[cam] = _as_uint8_frames(hf_images[lo:hi][key])
-        n_act = hi - lo - 1  # ours: the final frame's action is padding; others: its outcome is unseen
-        extra = sidecar.get(int(e), {})
-        tasks = row["tasks"]
-        task = str(tasks[0]) if len(tasks) else ""
-        success = bool(np.any(cols["next.success"])) if "next.success" in cols else bool(extra.get("success", False))
-        done = bool(np.any(cols["next.done"])) if "next.done" in cols else False
-        sims = np.asarray(cols[SIM_STATE], np.float64) if SIM_STATE in cols else None
-        out.append(Episode(
-            obs=frames,
-            state=np.asarray(cols["observation.state"], np.float32),
-            env_state=(np.asarray(cols["observation.environment_state"], np.float32)
-                       if "observation.environment_state" in cols else None),
-            actions=np.asarray(cols["action"], np.float32)[:n_act],
-            rewards=(np.asarray(cols["next.reward"], np.float32).reshape(-1)[:n_act] if "next.reward" in cols
-                     else np.zeros(n_act, np.float32)),
-            success=bool(extra.get("success", success)),
-            terminated=bool(extra.get("terminated", done and success)),
-            truncated=bool(extra.get("truncated", done and not success)),
-            intervention=(np.asarray(cols[INTERVENTION]).reshape(-1)[:n_act] if INTERVENTION in cols else None),
-            sim_states=sims,
-            task=task,
-            meta={**extra.get("meta", {}), "source": "lerobot", "lerobot_episode_index": int(e),
-                  "lerobot_root": str(root), **({} if ours else {"dropped_steps": 1})},
-        ))
+        try:
+            out.append(_episode(root, ds, int(e), cams, sidecar, hf_arrow, hf_images, videos))
+        except (ValueError, KeyError, IndexError, TypeError, OSError) as err:  # DatasetError included
+            raise DatasetError(f"{root}: episode {e}: {' '.join(str(err).split())[:300]}") from err
     return out
+
+
+def _episode(root: Path, ds: Any, e: int, cams: dict[str, str], sidecar: dict[int, dict[str, Any]],
+             hf_arrow: Any, hf_images: Any, videos: _VideoCache) -> Episode:
+    """Episode `e` of an open LeRobotDataset."""
+    meta = ds.meta
+    row = meta.episodes[e]
+    lo, hi = int(row["dataset_from_index"]), int(row["dataset_to_index"])
+    cols = _numeric_columns(hf_arrow[lo:hi], [k for k in meta.features if k not in meta.camera_keys])
+    ours = FINAL in meta.features
+    frames = {}
+    for cam, key in cams.items():
+        if key in meta.video_keys:
+            path = root / meta.get_video_file_path(e, key)
+            frames[cam] = videos.frames(path, float(row[f"videos/{key}/from_timestamp"]), hi - lo, meta.fps)
+        else:
+            frames[cam] = _as_uint8_frames(hf_images[lo:hi][key])
+    n_act = hi - lo - 1  # ours: the final frame's action is padding; others: its outcome is unseen
+    extra = sidecar.get(e, {})
+    tasks = row["tasks"]
+    task = str(tasks[0]) if len(tasks) else ""
+    success = bool(np.any(cols["next.success"])) if "next.success" in cols else bool(extra.get("success", False))
+    done = bool(np.any(cols["next.done"])) if "next.done" in cols else False
+    sims = np.asarray(cols[SIM_STATE], np.float64) if SIM_STATE in cols else None
+    return Episode(
+        obs=frames,
+        state=np.asarray(cols["observation.state"], np.float32),
+        env_state=(np.asarray(cols["observation.environment_state"], np.float32)
+                   if "observation.environment_state" in cols else None),
+        actions=np.asarray(cols["action"], np.float32)[:n_act],
+        rewards=(np.asarray(cols["next.reward"], np.float32).reshape(-1)[:n_act] if "next.reward" in cols
+                 else np.zeros(n_act, np.float32)),
+        success=bool(extra.get("success", success)),
+        terminated=bool(extra.get("terminated", done and success)),
+        truncated=bool(extra.get("truncated", done and not success)),
+        intervention=(np.asarray(cols[INTERVENTION]).reshape(-1)[:n_act] if INTERVENTION in cols else None),
+        sim_states=sims,
+        task=task,
+        meta={**extra.get("meta", {}), "source": "lerobot", "lerobot_episode_index": e,
+              "lerobot_root": str(root), **({} if ours else {"dropped_steps": 1})},
+    )
 
 
 def _numeric_columns(table: Any, keys: list[str]) -> dict[str, np.ndarray]:
@@ -222,20 +237,40 @@ def _camera_name(key: str) -> str:
 
 def _as_uint8_frames(column: Any) -> np.ndarray:
     """A numpy-formatted image column -> uint8 (T, H, W, 3)."""
-    frames = np.stack([np.asarray(f) for f in column])
+    images = [np.asarray(f) for f in column]
+    if not images or len({(f.dtype, f.shape) for f in images}) != 1:
+        raise DatasetError(f"expected {len(images)} images of one size and dtype in the parquet image column, got "
+                           f"{sorted({f'{f.dtype}{f.shape}' for f in images})[:4]}")
+    frames = np.stack(images)
     if frames.dtype != np.uint8:
-        raise ValueError(f"expected uint8 images from the parquet image column, got {frames.dtype}")
+        raise DatasetError(f"expected uint8 images from the parquet image column, got {frames.dtype}")
     if frames.ndim != 4 or frames.shape[-1] != 3:
-        raise ValueError(f"expected (T, H, W, 3) RGB frames, got {frames.shape}")
+        raise DatasetError(f"expected (T, H, W, 3) RGB frames, got {frames.shape}")
     return frames
 
 
 def _read_sidecar(root: Path) -> dict[int, dict[str, Any]]:
+    """episode_index -> our episode-level fields ({} when the dataset is not ours)."""
     path = root / SIDECAR
     if not path.exists():
         return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {int(r["episode_index"]): r for r in rows}
+    out = {}
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise DatasetError(f"{path} is not UTF-8 text ({err.reason}): it is corrupt; re-export the dataset") from err
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError) as err:
+            raise DatasetError(f"{path}:{n} is not valid JSON ({' '.join(str(err).split())[:200]})") from err
+        index = row.get("episode_index") if isinstance(row, dict) else None
+        if type(index) is not int or not isinstance(row.get("meta", {}), dict):
+            raise DatasetError(f"{path}:{n} should be an object with an integer episode_index and a meta object")
+        out[index] = row
+    return out
 
 
 class _VideoCache:

@@ -26,16 +26,27 @@ state is not stored in either layout, so the last action (and for LIBERO the las
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import h5py
 import numpy as np
 
-from wmsuite.data.hdf5 import DatasetError, read_episodes
+from wmsuite.data.hdf5 import (
+    DatasetError,
+    EpisodeFile,
+    attr_text,
+    demo_keys,
+    json_attr,
+    member,
+    open_checked,
+    read_array,
+    read_demos,
+    reading,
+)
 from wmsuite.types import Episode
 
 Layout = Literal["wmsuite", "robomimic", "libero"]
@@ -91,103 +102,102 @@ as `wmsuite/libero-*` environments return it; cameras named as robosuite names t
 
 def detect_layout(f: h5py.File) -> Layout:
     """Which layout an open HDF5 file has: ours, Robomimic's or LIBERO's."""
-    if "data" not in f:
-        raise DatasetError(f"{f.filename} has no 'data' group: not a robomimic-format dataset (keys: {list(f.keys())})")
-    data = f["data"]
-    if "wmsuite_version" in data.attrs:
-        return "wmsuite"
-    demos = _demo_keys(data)
-    if not demos:
-        raise DatasetError(f"{f.filename} has no data/demo_<i> groups")
-    first = data[demos[0]]
-    if "problem_info" in data.attrs or ("obs" in first and "agentview_rgb" in first["obs"]):
-        return "libero"
-    if "obs" in first and "actions" in first:
-        return "robomimic"
-    raise DatasetError(f"{f.filename}:data/{demos[0]} has keys {list(first.keys())}; expected obs/ and actions "
-                       "(a raw robosuite demo.hdf5 holds states only: extract observations with robomimic's "
-                       "dataset_states_to_obs.py first)")
+    with reading(str(f.filename)):
+        data = member(f, "data", str(f.filename))
+        if "wmsuite_version" in data.attrs:
+            return "wmsuite"
+        demos = demo_keys(data)
+        if not demos:
+            raise DatasetError(f"{f.filename} has no data/demo_<i> groups")
+        first = member(data, demos[0], f"{f.filename}:data")
+        obs = first.get("obs")
+        if "problem_info" in data.attrs or (isinstance(obs, h5py.Group) and "agentview_rgb" in obs):
+            return "libero"
+        if obs is not None and "actions" in first:
+            return "robomimic"
+        raise DatasetError(f"{f.filename}:data/{demos[0]} has keys {list(first.keys())[:10]}; expected obs/ and "
+                           "actions (a raw robosuite demo.hdf5 holds states only: extract observations with "
+                           "robomimic's dataset_states_to_obs.py first)")
+
+
+def detect(path: str | Path) -> tuple[Layout, dict[str, Any]]:
+    """The layout of the dataset file at `path` and its `env_args` ({} when it has none)."""
+    with open_checked(Path(path)) as f, reading(str(path)):
+        return detect_layout(f), json_attr(f["data"].attrs, "env_args", f"{path}:data")
 
 
 def read_any(path: str | Path, filter_key: str | None = None, cameras: Iterable[str] | None = None,
-             limit: int | None = None) -> list[Episode]:
-    """Read a dataset of any supported layout with the default key map of that layout."""
-    with _open(path) as f:
-        layout = detect_layout(f)
+             limit: int | None = None, drop_bad: bool = False) -> list[Episode]:
+    """Read a dataset of any supported layout with the default key map of that layout.
+
+    `limit` reads the first `limit` demos; `drop_bad` skips (and logs) those that are malformed or hold
+    NaN/inf instead of raising, so fewer may come back.
+    """
+    layout, _ = detect(path)
     if layout == "wmsuite":
-        episodes = read_episodes(path, filter_key=filter_key, cameras=cameras)
-        return episodes if limit is None else episodes[:limit]
-    if layout == "libero":
-        return read_libero(path, filter_key=filter_key, cameras=cameras, limit=limit)
-    return read_robomimic(path, filter_key=filter_key, cameras=cameras, limit=limit)
+        with EpisodeFile(path, filter_key=filter_key) as f:
+            return read_demos(lambda k: f.read(k, cameras=cameras), f.keys[:limit], path, drop_bad)
+    reader = read_libero if layout == "libero" else read_robomimic
+    return reader(path, filter_key=filter_key, cameras=cameras, limit=limit, drop_bad=drop_bad)
 
 
 # ---- the two public layouts -------------------------------------------------------------------------
 
 def read_robomimic(path: str | Path, key_map: KeyMap | None = None, filter_key: str | None = None,
                    cameras: Iterable[str] | None = None, limit: int | None = None,
-                   sim_states: bool = False) -> list[Episode]:
+                   sim_states: bool = False, drop_bad: bool = False) -> list[Episode]:
     """Episodes of a Robomimic HDF5 file (image or low-dim; `key_map` None picks the matching default)."""
-    with _open(path) as f:
-        if key_map is None:
-            first = f["data"][_demo_keys(f["data"])[0]]
-            has_images = "obs" in first and any(k in first["obs"] for k in ROBOMIMIC_IMAGE.cameras.values())
-            key_map = ROBOMIMIC_IMAGE if has_images else ROBOMIMIC_LOW_DIM
-        env_args = json.loads(f["data"].attrs.get("env_args", "{}") or "{}")
-        meta = {"source": "robomimic", "env_name": env_args.get("env_name", ""), "source_path": str(path)}
-        # robosuite pays reward_scale (1.0 in robomimic's datasets) exactly on success, dense reward or sparse
-        scale = float((env_args.get("env_kwargs") or {}).get("reward_scale") or 1.0)
-        return [_read_demo(f, key, key_map, cameras, sim_states, task="", meta=meta, success_reward=scale)
-                for key in _selected(f, filter_key, limit)]
+    with open_checked(Path(path)) as f:
+        with reading(str(path)):
+            keys = _selected(f, filter_key, limit)
+            if not keys:
+                return []
+            if key_map is None:
+                obs = member(f["data"], keys[0], f"{path}:data").get("obs")
+                has_images = isinstance(obs, h5py.Group) and any(k in obs for k in ROBOMIMIC_IMAGE.cameras.values())
+                key_map = ROBOMIMIC_IMAGE if has_images else ROBOMIMIC_LOW_DIM
+            env_args = json_attr(f["data"].attrs, "env_args", f"{path}:data")
+            meta = {"source": "robomimic", "env_name": str(env_args.get("env_name", "")), "source_path": str(path)}
+            # robosuite pays reward_scale (1.0 in robomimic's datasets) exactly on success, dense reward or sparse
+            kwargs = env_args.get("env_kwargs")
+            scale = float((kwargs.get("reward_scale") if isinstance(kwargs, dict) else None) or 1.0)
+            if not math.isfinite(scale):
+                raise DatasetError(f"{path}: env_args env_kwargs.reward_scale is {scale}; expected a finite number")
+        return read_demos(lambda key: _read_demo(f, key, key_map, cameras, sim_states, task="", meta=meta,
+                                                 success_reward=scale), keys, path, drop_bad)
 
 
 def read_libero(path: str | Path, key_map: KeyMap = LIBERO, filter_key: str | None = None,
                 cameras: Iterable[str] | None = None, limit: int | None = None,
-                sim_states: bool = False) -> list[Episode]:
+                sim_states: bool = False, drop_bad: bool = False) -> list[Episode]:
     """Episodes of a LIBERO HDF5 file, with the task's language instruction from `problem_info`."""
-    with _open(path) as f:
-        data = f["data"]
-        if "problem_info" not in data.attrs:
-            raise DatasetError(f"{path}: data.attrs lacks 'problem_info' (LIBERO files carry the task's language "
-                               "there); read a Robomimic file with read_robomimic()")
-        info = json.loads(data.attrs["problem_info"])
-        task = str(info.get("language_instruction", ""))
-        if not task:
-            raise DatasetError(f"{path}: problem_info has no language_instruction: {info}")
-        meta = {"source": "libero", "problem_name": info.get("problem_name", ""), "source_path": str(path),
-                "bddl_file_name": _attr_str(data.attrs.get("bddl_file_name", ""))}
-        return [_read_demo(f, key, key_map, cameras, sim_states, task=task, meta=meta)
-                for key in _selected(f, filter_key, limit)]
+    with open_checked(Path(path)) as f:
+        with reading(str(path)):
+            data = f["data"]
+            if "problem_info" not in data.attrs:
+                raise DatasetError(f"{path}: data.attrs lacks 'problem_info' (LIBERO files carry the task's "
+                                   "language there); read a Robomimic file with read_robomimic()")
+            info = json_attr(data.attrs, "problem_info", f"{path}:data")
+            task = info.get("language_instruction", "")
+            if not task or not isinstance(task, str):
+                raise DatasetError(f"{path}: problem_info has no language_instruction: {str(info)[:200]}")
+            meta = {"source": "libero", "problem_name": str(info.get("problem_name", "")), "source_path": str(path),
+                    "bddl_file_name": _attr_str(data.attrs.get("bddl_file_name", ""))}
+            keys = _selected(f, filter_key, limit)
+        return read_demos(lambda key: _read_demo(f, key, key_map, cameras, sim_states, task=task, meta=meta),
+                          keys, path, drop_bad)
 
 
 # ---- shared machinery ---------------------------------------------------------------------------------
 
-def _open(path: str | Path) -> h5py.File:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no dataset at {path}")
-    if not h5py.is_hdf5(path):
-        raise DatasetError(f"{path} is not an HDF5 file; expected a Robomimic/LIBERO dataset (data/demo_<i>/...)")
-    f = h5py.File(path, "r")
-    if "data" not in f:
-        keys = list(f.keys())
-        f.close()
-        raise DatasetError(f"{path} has no 'data' group: not a Robomimic/LIBERO dataset (keys: {keys})")
-    return f
-
-
-def _demo_keys(data: h5py.Group) -> list[str]:
-    keys = [k for k in data.keys() if k.startswith("demo_") and k[5:].isdigit()]
-    return sorted(keys, key=lambda k: int(k[5:]))
-
-
 def _selected(f: h5py.File, filter_key: str | None, limit: int | None) -> list[str]:
-    keys = _demo_keys(f["data"])
+    keys = demo_keys(f["data"])
     if filter_key is not None:
         if f"mask/{filter_key}" not in f:
-            masks = sorted(f["mask"].keys()) if "mask" in f else []
+            masks = sorted(f["mask"].keys()) if isinstance(f.get("mask"), h5py.Group) else []
             raise DatasetError(f"{f.filename} has no filter key mask/{filter_key}; available: {masks}")
-        wanted = [_attr_str(k) for k in f[f"mask/{filter_key}"][()]]
+        mask = member(f, f"mask/{filter_key}", str(f.filename), h5py.Dataset)[()]
+        wanted = sorted({_attr_str(k) for k in np.atleast_1d(mask)})
         missing = sorted(set(wanted) - set(keys))
         if missing:
             raise DatasetError(f"{f.filename}: mask/{filter_key} names demos that do not exist: {missing[:5]}")
@@ -202,26 +212,36 @@ def _attr_str(value: object) -> str:
 def _flip(f: h5py.File, key_map: KeyMap) -> bool:
     if key_map.flip_images is not None:
         return key_map.flip_images
-    convention = f["data"].attrs.get("macros_image_convention")
-    if convention is None:
+    if "macros_image_convention" not in f["data"].attrs:
         raise DatasetError(f"{f.filename}: data.attrs lacks 'macros_image_convention'; pass a KeyMap with "
                            "flip_images=True (frames stored bottom-up, robosuite's default) or False")
-    convention = _attr_str(convention)
+    convention = attr_text(f["data"].attrs, "macros_image_convention", f"{f.filename}:data")
     if convention not in ("opengl", "opencv"):
-        raise DatasetError(f"{f.filename}: unknown macros_image_convention {convention!r} (want opengl or opencv)")
+        raise DatasetError(f"{f.filename}: unknown macros_image_convention {convention!r:.60} (want opengl or opencv)")
     return convention == "opengl"
 
 
 def _read_demo(f: h5py.File, key: str, key_map: KeyMap, cameras: Iterable[str] | None, sim_states: bool,
                task: str, meta: dict, success_reward: float | None = None) -> Episode:
-    """One demo; success is `rewards[-1] >= success_reward` when given, else `dones[-1]` (LIBERO)."""
-    g = f["data"][key]
+    """One demo; success is `rewards[-1] >= success_reward` when given, else `dones[-1]` (LIBERO).
+
+    Any problem with it is one `DatasetError` naming the file and the demo.
+    """
     where = f"{f.filename}:data/{key}"
+    with reading(where):
+        return _demo(f, member(f["data"], key, f"{f.filename}:data"), where, key_map, cameras, sim_states, task,
+                     {**meta, "demo_key": key}, success_reward)
+
+
+def _demo(f: h5py.File, g: h5py.Group, where: str, key_map: KeyMap, cameras: Iterable[str] | None,
+          sim_states: bool, task: str, meta: dict, success_reward: float | None) -> Episode:
     if "actions" not in g or "obs" not in g:
-        raise DatasetError(f"{where} lacks 'actions' or 'obs/' (has {sorted(g.keys())})")
-    obs = g["obs"]
-    nxt = g["next_obs"] if "next_obs" in g and not key_map.obs_after_action else None
-    actions = np.asarray(g["actions"][()], np.float32)  # (T, A)
+        raise DatasetError(f"{where} lacks 'actions' or 'obs/' (has {sorted(g.keys())[:10]})")
+    obs = member(g, "obs", where)
+    nxt = member(g, "next_obs", where) if "next_obs" in g and not key_map.obs_after_action else None
+    actions = read_array(g, "actions", where)  # (T, A)
+    if actions.ndim != 2:
+        raise DatasetError(f"{where}/actions has shape {actions.shape}; expected (T, A)")
     t = len(actions)
 
     cam_keys = dict(key_map.cameras)
@@ -261,12 +281,13 @@ def _read_demo(f: h5py.File, key: str, key_map: KeyMap, cameras: Iterable[str] |
     rows = np.arange(0, n_frames - 1 if take_next else n_frames)
 
     def series(name: str, dtype: type) -> np.ndarray:  # (n_frames, ...)
-        values = np.asarray(obs[name][()])[rows]
+        values = read_array(obs, name, f"{where}/obs")[rows]
         if take_next:
-            values = np.concatenate([values, np.asarray(nxt[name][-1:])], axis=0)
-        if values.dtype != dtype:
-            values = values.astype(dtype)
-        return values
+            values = np.concatenate([values, read_array(nxt, name, f"{where}/next_obs")[-1:]], axis=0)
+        if dtype is np.uint8 and values.dtype != np.uint8:  # casting would wrap or truncate pixel values
+            raise DatasetError(f"{where}/obs/{name} holds {values.dtype} values; expected uint8 frames")
+        with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, which Episode refuses
+            return values.astype(dtype, copy=False)
 
     def stacked(names: Sequence[str]) -> np.ndarray | None:  # (n_frames, D)
         if not names:
@@ -281,19 +302,22 @@ def _read_demo(f: h5py.File, key: str, key_map: KeyMap, cameras: Iterable[str] |
             raise DatasetError(f"{where}/obs/{k} has shape {video.shape}; expected (T, H, W, 3) uint8 frames")
         frames[cam] = np.ascontiguousarray(video[:, ::-1]) if flip else video
 
-    all_rewards = np.asarray(g["rewards"][()], np.float32) if "rewards" in g else np.zeros(t, np.float32)
+    all_rewards = read_array(g, "rewards", where) if "rewards" in g else np.zeros(t, np.float32)
+    dones = read_array(g, "dones", where) if "dones" in g else np.zeros(t)
+    for name, values in (("rewards", all_rewards), ("dones", dones)):
+        if values.shape != (t,):
+            raise DatasetError(f"{where}/{name} has shape {values.shape}; expected ({t},), one per action")
     rewards = all_rewards[act]
-    dones = np.asarray(g["dones"][()]) if "dones" in g else np.zeros(t)
     sims = None
     if sim_states:
         if "states" not in g:
             raise DatasetError(f"{where} lacks 'states'; read it with sim_states=False")
-        sims = np.asarray(g["states"][()], np.float64)[state_rows]
+        sims = read_array(g, "states", where)[state_rows]
     if success_reward is not None:
         success = bool(all_rewards[-1] >= success_reward - 1e-6)
     else:
         success = bool(dones[-1])
-    ep_meta = {**meta, "demo_key": key, "source_steps": t, "dropped_steps": t - len(act)}
+    ep_meta = {**meta, "source_steps": t, "dropped_steps": t - len(act)}
     return Episode(obs=frames, state=stacked(key_map.agent_pos), env_state=stacked(key_map.environment_state),
                    actions=actions[act], rewards=rewards, success=success, terminated=success, sim_states=sims,
                    task=task, meta=ep_meta)
