@@ -9,7 +9,9 @@ observation (`agent_pos`, `environment_state`), never from pixels. Each environm
 has its own memory: a phase, counters and a *personality* drawn when its episode starts from a
 per-episode generator (spawned from `seed`, so a run is reproducible). `reset_envs(indices)` starts
 new episodes for those rows; `reset()` forgets every row (the seed stream continues, so the next
-batch of episodes gets fresh personalities).
+batch of episodes gets fresh personalities). `reset_envs(indices, episodes=...)` (the rollout engine's
+`episode_rng`) names each new episode's index k, whose generator is then the k-th child of `seed`
+whatever ran before: what an uninterrupted run draws, and a resumed one too.
 
 How skill acts. With probability `skill` an episode is *competent*; otherwise it gets one failure mode,
 drawn uniformly from the task's list. Failure modes are systematic mistakes that a competent expert's
@@ -89,13 +91,19 @@ class ScriptedExpert:
         self.seed = int(seed)
         self._seeds = np.random.SeedSequence(self.seed)
         self._memory: list[dict[str, Any] | None] = []
+        self._episode_index: dict[int, int] = {}  # row -> the index of the episode it starts next
 
     def reset(self) -> None:
         """Forget every environment's memory; the next call starts new episodes for all rows."""
         self._memory = []
+        self._episode_index = {}
 
-    def reset_envs(self, indices: Iterable[int]) -> None:
-        """Rows `indices` start new episodes: their memory is dropped and redrawn at the next call."""
+    def reset_envs(self, indices: Iterable[int], episodes: Iterable[int] | None = None) -> None:
+        """Rows `indices` start new episodes: their memory is dropped and redrawn at the next call,
+        from the episodes[k]-th child generator of `seed` when episode indices are given."""
+        indices = [int(i) for i in indices]
+        if episodes is not None:
+            self._episode_index.update(zip(indices, (int(e) for e in episodes), strict=True))
         for i in indices:
             if 0 <= i < len(self._memory):
                 self._memory[i] = None
@@ -116,7 +124,7 @@ class ScriptedExpert:
         for i in range(batch):
             mem = self._memory[i]
             if mem is None:
-                mem = self._memory[i] = self._new_episode()
+                mem = self._memory[i] = self._new_episode(self._episode_index.pop(i, None))
             pos = agent_pos[i].astype(np.float64)
             for h in range(self.horizon):  # open loop: objects held still, the agent moved by its actions
                 actions[i, h] = self._step(pos, env_state[i], mem)
@@ -133,8 +141,10 @@ class ScriptedExpert:
         return [None if m is None else m["mode"] for m in self._memory]
 
     # ---- per-episode memory -------------------------------------------------------------------
-    def _new_episode(self) -> dict[str, Any]:
-        rng = np.random.default_rng(self._seeds.spawn(1)[0])
+    def _new_episode(self, episode: int | None = None) -> dict[str, Any]:
+        # the k-th child of SeedSequence(seed) is what the k-th spawn of an uninterrupted run returns
+        seq = self._seeds.spawn(1)[0] if episode is None else np.random.SeedSequence(self.seed, spawn_key=(episode,))
+        rng = np.random.default_rng(seq)
         competent = rng.random() < self.skill
         mode = "competent" if competent else self.failure_modes[rng.integers(len(self.failure_modes))]
         mem = {"mode": mode, "rng": rng, "t": 0, "pause": 0, "frozen_at": None}

@@ -35,6 +35,7 @@ import numpy as np
 
 from wmsuite.eval_harness.metrics import all_metrics, bootstrap
 from wmsuite.rollout import RolloutConfig, rollout
+from wmsuite.runs import dumps_strict
 from wmsuite.stats import wilson_interval
 from wmsuite.types import Episode
 
@@ -91,7 +92,7 @@ class EpisodeLog:
         if key in self.done:
             return
         self.done[key] = row
-        self._file.write(json.dumps(row) + "\n")
+        self._file.write(dumps_strict(row, indent=None) + "\n")
         self._file.flush()
 
     def close(self) -> None:

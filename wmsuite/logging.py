@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wmsuite.runs import dumps_strict, write_json
+
 
 class RunLogger:
     def __init__(self, out_dir: str | Path, config: dict[str, Any] | None = None, project: str = "wmsuite",
@@ -34,9 +36,29 @@ class RunLogger:
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         row = {"step": step, "time": round(time.time() - self._start, 3), **metrics}
-        self._file.write(json.dumps(row, default=float) + "\n")
+        self._file.write(dumps_strict(row, indent=None) + "\n")
         if self._wandb is not None:
             self._wandb.log(metrics, step=step)
+
+    def rewind(self, step: int, stage: str | None = None) -> None:
+        """Forget the rows logged after `step` (of `stage` only: rows carrying `<stage>/lr`): a run
+        resumed from a train state saved at `step`, or restarted, redoes those steps and logs them again."""
+        path = self.out_dir / "metrics.jsonl"
+        self._file.close()
+        kept = []
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line a kill cut short
+            if not isinstance(row, dict):
+                continue
+            if row.get("step", 0) <= step or (stage is not None and f"{stage}/lr" not in row):
+                kept.append(line + "\n")
+        tmp = path.with_name(".metrics.jsonl.tmp")
+        tmp.write_text("".join(kept))
+        os.replace(tmp, path)
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115
 
     def close(self) -> None:
         self._file.close()
@@ -46,10 +68,8 @@ class RunLogger:
 
 
 def write_metrics(out_dir: str | Path, metrics: dict[str, Any]) -> Path:
-    """Write the figures a benchmark/evaluation printed to `out_dir/metrics.json` (atomically)."""
+    """Write the figures a benchmark/evaluation printed to `out_dir/metrics.json` (atomically, strict
+    JSON: an undefined figure, NaN in memory, is written as null)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / ".metrics.json.tmp"
-    tmp.write_text(json.dumps(metrics, indent=2, sort_keys=True, default=float))
-    os.replace(tmp, out / "metrics.json")
-    return out / "metrics.json"
+    return write_json(out / "metrics.json", metrics)

@@ -14,11 +14,13 @@ rollout engine then always calls them on the full batch so that batch row i is e
 from __future__ import annotations
 
 import importlib
-import json
+import inspect
 from collections import deque
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from wmsuite.specs import check_trust, split_code_spec
 
 
 @runtime_checkable
@@ -71,22 +73,16 @@ class ChunkQueue:
         return self._queue.popleft()
 
 
-def load_object(spec: str) -> Any:
-    """Resolve `package.module:attr` or `package.module:attr{"kw": 1}` to an object.
+def load_object(spec: str, trusted: bool = False) -> Any:
+    """Resolve `package.module:attr` or `package.module:attr{"kw": 1}` to a policy object.
 
-    A callable attr (a class or factory) is called with the JSON keyword arguments; a non-callable
-    attr is returned as is and must not be given arguments.
+    `trusted`: the spec is the user's own (typed on the command line); otherwise it must pass
+    `wmsuite.specs.check_trust` (built-in wrappers only, unless --trust-code). A class that lacks the
+    Policy methods is refused before it is called, keyword arguments are checked against the
+    signature before the call, and whatever a factory returns must be a Policy.
     """
-    if ":" not in spec:
-        raise ValueError(f"policy spec {spec!r} is not of the form 'package.module:attr' or 'module:attr{{json}}'")
-    module_name, _, rest = spec.partition(":")
-    attr, brace, kw_text = rest.partition("{")
-    kwargs: dict[str, Any] = {}
-    if brace:
-        try:
-            kwargs = json.loads("{" + kw_text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"keyword arguments in {spec!r} are not valid JSON: {err}") from err
+    check_trust(spec, trusted)
+    module_name, attr, kwargs = split_code_spec(spec)
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
@@ -94,8 +90,27 @@ def load_object(spec: str) -> Any:
     if not hasattr(module, attr):
         raise ValueError(f"module {module_name!r} has no attribute {attr!r} (spec {spec!r})")
     obj = getattr(module, attr)
+    if isinstance(obj, type) and not all(hasattr(obj, m) for m in ("reset", "predict_action_chunk")):
+        raise ValueError(f"{spec!r}: {obj.__name__} is not a policy (it lacks reset() or predict_action_chunk()); "
+                         "see wmsuite/policy.py for the Policy contract")
     if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Policy)):
-        return obj(**kwargs)
-    if kwargs:
+        try:
+            inspect.signature(obj).bind(**kwargs)
+        except TypeError as err:
+            raise ValueError(f"{spec!r}: the keyword arguments do not fit {attr}{_signature(obj)}: {err}") from err
+        except ValueError:
+            pass  # no signature to check (a builtin): the call reports
+        obj = obj(**kwargs)
+    elif kwargs:
         raise ValueError(f"{spec!r}: {attr!r} is not callable and cannot take keyword arguments")
+    if not isinstance(obj, Policy):
+        raise ValueError(f"{spec!r} gave a {type(obj).__name__}, not a policy (it needs reset() and "
+                         "predict_action_chunk(); see wmsuite/policy.py)")
     return obj
+
+
+def _signature(obj: Any) -> str:
+    try:
+        return str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return "(...)"

@@ -161,22 +161,27 @@ def heads_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor],
     out = model.heads(batch["latents"])
     losses = {
         "heads/state": F.mse_loss(out["state"], (batch["state"] - model.state_mean) / model.state_std),
-        "heads/env_state": F.mse_loss(out["env_state"], (batch["env_state"] - model.env_state_mean) / model.env_state_std),
+        # data without environment_state (LIBERO) has nothing to fit there: the mean of no values is NaN
+        "heads/env_state": F.mse_loss(out["env_state"], (batch["env_state"] - model.env_state_mean) / model.env_state_std)
+        if out["env_state"].shape[-1] else None,
         "heads/success": F.binary_cross_entropy_with_logits(out["success_logit"], batch["success"],
                                                             pos_weight=pos_weight),
         "heads/reward": F.mse_loss(out["reward"], batch["reward"]),
     }
+    losses = {k: v for k, v in losses.items() if v is not None}
     loss = sum(losses.values())
     return loss, {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in losses.items()}}
 
 
 def train_heads(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Episode], tcfg: TrainerConfig,
                 cfg: HeadsConfig, labels: FrameLabels | None = None, step: int = 0,
-                extra: dict | None = None) -> dict[str, float]:
+                extra: dict | None = None, resume: bool = False) -> dict[str, float]:
     """Fine-tune the frame heads alone on every real frame (with latent noise) and, for a
     `cfg.generated_fraction` of every batch, on frames the model generated itself, labelled by the
     real frames they stand for or, with `labels`, by what each frame shows. Rewrites out/latest/ and
-    out/step_<step>/ (the dynamics' step; `extra` joins their config). Returns the last step's losses."""
+    out/step_<step>/ (the dynamics' step; `extra` joins their config, `heads_steps` the heads' own
+    step). `resume`: go on from the heads' train state (a pass that was interrupted on the same
+    dynamics). Returns the last step's losses."""
     torch.manual_seed(trainer.seed)
     model.to(trainer.device).eval()
     latents = torch.cat(encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera)))  # (N, C, s, s)
@@ -214,8 +219,8 @@ def train_heads(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Ep
     pos_weight_t = torch.tensor(pos_weight, device=trainer.device)
     objective = Objective(model, lambda m, b: heads_loss(m, b, pos_weight_t))
     try:
-        result = trainer.fit("heads", objective, tcfg, batches, overwrite=True, log_offset=step,
-                             export=lambda _: save_model(model, trainer.out, step, {**(extra or {}), "heads_steps": tcfg.steps}))
+        result = trainer.fit("heads", objective, tcfg, batches, resume=resume, overwrite=not resume, log_offset=step,
+                             export=lambda s: save_model(model, trainer.out, step, {**(extra or {}), "heads_steps": s}))
     finally:
         model.requires_grad_(True)
         model.codec.requires_grad_(False)

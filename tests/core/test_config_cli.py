@@ -186,13 +186,16 @@ def test_chunk_queue_and_specs():
     obs = {"agent_pos": np.zeros((1, 2))}
     got = [q.pop(predict, obs)[0, 0] for _ in range(4)]
     assert got == [0.0, 2.0, 0.0, 2.0] and len(calls) == 2
-    assert load_object("collections:OrderedDict{\"a\": 1}") == {"a": 1}
+    with pytest.raises(ValueError, match="--trust-code"):  # untrusted code is refused before any import
+        load_object("collections:OrderedDict{\"a\": 1}")
+    with pytest.raises(ValueError, match="not a policy"):  # a class without the Policy methods: refused, not called
+        load_object("collections:OrderedDict{\"a\": 1}", trusted=True)
     with pytest.raises(ValueError, match="not of the form"):
-        load_object("nocolon")
+        load_object("nocolon", trusted=True)
     with pytest.raises(ValueError, match="has no attribute"):
-        load_object("collections:Nope")
+        load_object("collections:Nope", trusted=True)
     with pytest.raises(ValueError, match="not valid JSON"):
-        load_object("collections:OrderedDict{bad")
+        load_object("collections:OrderedDict{bad", trusted=True)
 
 
 def test_bad_input_is_one_clear_error(tmp_path, capsys, monkeypatch):

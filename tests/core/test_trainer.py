@@ -63,28 +63,73 @@ def test_learns_the_optimum_and_logs(tmp_path):
     assert {"loss", "fit/lr", "fit/grad_norm", "fit/steps_per_s"} <= set(rows[0])
 
 
+def random_batches(start):  # batches drawn from a generator seeded by the start step, as the components do
+    g = torch.Generator().manual_seed(100 + start)
+    while True:
+        x = torch.rand(8, 1, generator=g) * 2 - 1
+        yield x, 2.0 * x + 1.0
+
+
+def noisy_mse(module, batch):  # a loss that also draws from torch's global RNG (dropout, diffusion noise)
+    x, y = batch
+    loss = ((module(x + 0.01 * torch.randn_like(x)) - y) ** 2).mean()
+    return loss, {"loss": float(loss.detach())}
+
+
 def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
+    """A run killed between saves and resumed ends bit-equal to an uninterrupted one, though its batch
+    source and loss draw random numbers; the metrics rows of the redone steps are not duplicated."""
+    log = RunLogger(tmp_path / "a")
     once = linear()
-    Trainer(tmp_path / "a", progress=False).fit("fit", Objective(once, mse), cfg(ema_decay=0.9), full_batches)
-    def killed_after_four_steps(start):
-        for _ in range(4):
-            yield X, Y
-        raise KeyboardInterrupt  # the run dies during step 5; the train state of step 4 is on disk
+    Trainer(tmp_path / "a", progress=False, logger=log).fit("fit", Objective(once, noisy_mse), cfg(ema_decay=0.9),
+                                                            random_batches)
+    log.close()
+    drawn = []
+
+    def killed_during_step_five(start):
+        for batch in random_batches(start):
+            if len(drawn) == 4:
+                raise KeyboardInterrupt  # the run dies during step 5; the train state of step 4 is on disk
+            drawn.append(start)
+            yield batch
 
     exported = []
+    log = RunLogger(tmp_path / "b")
     with pytest.raises(KeyboardInterrupt):
-        Trainer(tmp_path / "b", progress=False).fit("fit", Objective(linear(), mse), cfg(ema_decay=0.9),
-                                                    killed_after_four_steps, export=exported.append)
-    assert exported == [2, 4]
+        Trainer(tmp_path / "b", progress=False, logger=log).fit(
+            "fit", Objective(linear(), noisy_mse), cfg(ema_decay=0.9), killed_during_step_five, export=exported.append)
+    log.close()
+    assert exported == [2, 4] and drawn == [0, 0, 2, 2]  # the source restarts from (seed, step) at every save
     again = linear(seed=5)  # other initial weights: resume must replace them
-    Trainer(tmp_path / "b", progress=False).fit("fit", Objective(again, mse), cfg(ema_decay=0.9), full_batches,
-                                                resume=True)
+    log = RunLogger(tmp_path / "b")
+    Trainer(tmp_path / "b", progress=False, logger=log).fit("fit", Objective(again, noisy_mse), cfg(ema_decay=0.9),
+                                                            random_batches, resume=True)
+    log.close()
     assert torch.equal(again.weight, once.weight) and torch.equal(again.bias, once.bias)
     tensors, config = load_checkpoint(tmp_path / "b" / "train_state" / "fit")
     ref, _ = load_checkpoint(tmp_path / "a" / "train_state" / "fit")
     assert config["step"] == 6 and set(tensors) == set(ref)
     for key in ref:  # weights, average and optimizer moments all equal the uninterrupted run's
         torch.testing.assert_close(tensors[key], ref[key], rtol=0, atol=0)
+    rows = {d: [json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()] for d in "ab"}
+    assert [r["step"] for r in rows["b"]] == [1, 2, 3, 4, 5, 6]
+    assert [r["loss"] for r in rows["b"]] == [r["loss"] for r in rows["a"]]
+
+
+def test_a_non_finite_loss_stops_the_run_before_the_step_is_applied(tmp_path):
+    from wmsuite.train import TrainingDivergedError
+
+    model = linear()
+
+    def poisoned(start):  # step 3's batch holds a NaN
+        for i, batch in enumerate(full_batches(start), start + 1):
+            yield (torch.full_like(X, float("nan")), Y) if i == 3 else batch
+
+    with pytest.raises(TrainingDivergedError, match="step 3.*last saved state is step 2"):
+        Trainer(tmp_path, progress=False).fit("fit", Objective(model, mse), cfg(), poisoned)
+    assert torch.isfinite(model.weight).all() and torch.isfinite(model.bias).all()
+    tensors, config = load_checkpoint(tmp_path / "train_state" / "fit")
+    assert config["step"] == 2 and all(torch.isfinite(t).all() for t in tensors.values())
 
 
 def test_weight_average_follows_its_formula_and_is_what_export_sees(tmp_path):

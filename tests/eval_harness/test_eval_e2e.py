@@ -96,3 +96,70 @@ def test_eval_end_to_end_on_a_tiny_world_model(tmp_path, capsys):
 def _figures(metrics: dict) -> str:
     """Every figure but the wall time, as text (a constant prediction makes some NaN, and NaN != NaN)."""
     return json.dumps({k: v for k, v in metrics.items() if k != "wall_time_s"}, sort_keys=True)
+
+
+EXPERT = 'wmsuite.envs.experts:make_expert{{"env_id": "{env}", "skill": {skill}}}'
+
+
+@pytest.mark.slow
+def test_labels_reruns_and_untrusted_manifests(tmp_path, capsys, monkeypatch):
+    """Policies whose short labels collide are told apart; a rerun with other settings or another world
+    model is refused, naming the difference; a manifest's code runs only with --trust-code."""
+    from wmsuite.cli import main
+
+    monkeypatch.delenv("WMSUITE_DEBUG", raising=False)
+    _tiny_checkpoint(tmp_path / "wm")
+    out = tmp_path / "eval"
+    good, bad = EXPERT.format(env=ENV, skill=1.0), EXPERT.format(env=ENV, skill=0.0)
+    argv = ["eval", "--wm", str(tmp_path / "wm"), "--policies", good, bad, "--episodes", "4", "--num-envs", "2",
+            "--videos", "0", "--out", str(out)]
+    assert main(argv) == 0
+    rows = {p["name"]: p for p in json.loads((out / "metrics.json").read_text())["policies"]}
+    assert len(rows) == 2  # both short labels are 'make_expert': each gets its whole spec instead
+    by_spec = {p["spec"]: p for p in rows.values()}
+    assert by_spec[good]["real_success"] > by_spec[bad]["real_success"]  # two policies ran, not one twice
+
+    capsys.readouterr()
+    assert main(["eval", "--wm", str(tmp_path / "wm"), "--policies", f"x={good}", f"x={bad}", "--out",
+                 str(tmp_path / "dup")]) == 2
+    assert "label 'x' names two policies" in capsys.readouterr().err
+
+    for change, named in ((["--seed", "1"], "seed: now 1, recorded 0"), (["--num-envs", "1"], "num_envs")):
+        assert main(argv + change) == 2
+        assert named in capsys.readouterr().err
+    labelled = ["eval", "--wm", str(tmp_path / "wm"), "--episodes", "2", "--num-envs", "2", "--videos", "0", "--out",
+                str(tmp_path / "lab"), "--policies", "a=expert@1.0"]
+    assert main(labelled) == 0
+    capsys.readouterr()
+    assert main([*labelled, "b=expert@0.0"]) == 0  # one more policy: only it runs
+    ran = capsys.readouterr().out
+    assert "b in real" in ran and "a in real" not in ran
+    assert main([*labelled[:-1], "a=expert@0.5"]) == 2  # another policy under a recorded label
+    assert "policies.a.spec: now expert@0.5, recorded expert@1.0" in capsys.readouterr().err
+    truncated = tmp_path / "wm2"  # another world model (its weights cut short) into the same --out
+    truncated.mkdir()
+    (truncated / "config.json").write_text((tmp_path / "wm" / "config.json").read_text())
+    (truncated / "model.safetensors").write_bytes((tmp_path / "wm" / "model.safetensors").read_bytes()[:1000])
+    assert main([*argv[:2], str(truncated), *argv[3:]]) == 2
+    err = capsys.readouterr().err
+    assert "model.safetensors" in err and err.count("\n") == 2  # one error line (and the debug hint)
+    assert (out / "metrics.json").is_file()  # the earlier run's files are untouched
+
+    assert main([*argv, "--seed", "1", "--force-new"]) == 0  # starting over moves the old run aside
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("eval.replaced-")]
+    assert len(moved) == 1 and (moved[0] / "episodes.jsonl").is_file()
+    assert json.loads((out / "metrics.json").read_text())["seed"] == 1
+
+    marker = tmp_path / "pwned"
+    manifest = tmp_path / "zoo.json"
+    manifest.write_text(json.dumps({"policies": [
+        {"name": "a", "spec": "expert@1.0"},
+        {"name": "b", "spec": f'os:system{{"command": "touch {marker}"}}'}]}))
+    capsys.readouterr()
+    assert main(["eval", "--wm", str(tmp_path / "wm"), "--zoo", str(manifest), "--out", str(tmp_path / "z")]) == 2
+    assert "--trust-code" in capsys.readouterr().err and not marker.exists()
+    nested = json.dumps({"inner": f'os:system{{"command": "touch {marker}"}}', "offset": [0.0, 0.0]})
+    manifest.write_text(json.dumps({"policies": [
+        {"name": "a", "spec": "expert@1.0"}, {"name": "b", "spec": f"wmsuite.policies.wrappers:ActionOffset{nested}"}]}))
+    assert main(["eval", "--wm", str(tmp_path / "wm"), "--zoo", str(manifest), "--out", str(tmp_path / "z")]) == 2
+    assert "--trust-code" in capsys.readouterr().err and not marker.exists()

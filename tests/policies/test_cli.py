@@ -36,7 +36,11 @@ def test_train_resume_eval_bench(tmp_path, capsys):
     assert main([*args, "--train.steps", "6", "--resume"]) == 0
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) == 6 and (run / "step_6").is_dir()
-    assert main([*args, "--policy.cameras", "front"]) == 2  # a camera the data lacks: one clear error
+    capsys.readouterr()
+    assert main([*args, "--policy.cameras", "front", "--resume"]) == 2  # another config: refused, naming it
+    assert "policy.cameras: now" in capsys.readouterr().err
+    fresh = [a if a != str(run) else str(tmp_path / "run2") for a in args]
+    assert main([*fresh, "--policy.cameras", "front"]) == 2  # a camera the data lacks: one clear error
     assert "lacks" in capsys.readouterr().err
 
     out = tmp_path / "eval"

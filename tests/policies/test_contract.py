@@ -42,7 +42,8 @@ CASES = {
     "user-module-attr": (PUSH, lambda: resolve_policy('tests.policies.user_policy:GoToOrigin{"horizon": 3}')),
     "action-offset": (PUSH, lambda: resolve_policy(
         "wmsuite.policies.wrappers:ActionOffset" + json.dumps(
-            {"inner": 'tests.policies.user_policy:GoToOrigin{"horizon": 3}', "offset": [0.5, -2.0]}))),
+            {"inner": 'tests.policies.user_policy:GoToOrigin{"horizon": 3}', "offset": [0.5, -2.0]}),
+        trust_code=True)),  # nested code runs only when trusted
 }
 
 
@@ -74,7 +75,7 @@ def test_policy_contract_in_real_env(name):
 def test_action_offset_adds_and_clips():
     inner = 'tests.policies.user_policy:GoToOrigin{"horizon": 3, "gain": 1.0}'
     wrapped = resolve_policy("wmsuite.policies.wrappers:ActionOffset" +
-                             json.dumps({"inner": inner, "offset": [0.25, -2.0]}))
+                             json.dumps({"inner": inner, "offset": [0.25, -2.0]}), trust_code=True)
     obs = {"agent_pos": np.array([[0.2, 0.4], [-0.1, 0.0]], np.float32)}
     base = -obs["agent_pos"]  # GoToOrigin with gain 1
     out = wrapped.predict_action_chunk(obs)

@@ -46,6 +46,11 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
     model = load_world_model(run)
     assert model.cfg.channels == (16, 16) and model.cfg.camera == "top" and (run / "step_2").is_dir()
     assert (model.cfg.action_dim, model.cfg.state_dim, model.cfg.env_state_dim) == (2, 2, 6)  # sized from the data
+    capsys.readouterr()
+    stamp = (run / "latest" / "model.safetensors").stat().st_mtime_ns
+    assert main(["train-wm", *data, "--dynamics.steps", "3", *TINY]) == 2  # never writes over a run without --resume
+    assert "--resume" in capsys.readouterr().err
+    assert (run / "latest" / "model.safetensors").stat().st_mtime_ns == stamp
     # --resume continues from the train state to the new step count; the model config defaults to the
     # checkpoint's (no --model.channels needed), here with self forcing switched on
     assert main(["train-wm", *data, "--dynamics.steps", "4", "--resume", "--dynamics.batch-size", "4",

@@ -9,10 +9,13 @@ dispatches the same way over `BENCHES`.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
+from pathlib import Path
 
 from wmsuite.config import parse
+from wmsuite.runs import ensure_writable
 
 # name -> (module, one-line help). The one registry of commands; tests sweep it.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -63,9 +66,13 @@ def _dispatch(prog: str, registry: dict[str, tuple[str, str]], argv: list[str]) 
         return int(module.main(argv[1:]) or 0)
     default = module.default(argv[1:]) if hasattr(module, "default") else None
     cfg = parse(module.CONFIG, argv[1:], prog=f"{prog} {name}", description=registry[name][1], default=default)
+    logging.basicConfig(level=os.environ.get("WMSUITE_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
     try:
+        out = str(getattr(cfg, "out", "") or "")
+        if out:  # a read-only or misspelled --out fails now, not after the compute
+            ensure_writable(Path(out).parent if Path(out).suffix in (".hdf5", ".h5") else out)
         return int(module.run(cfg) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as err:
+    except (ValueError, OSError, ImportError) as err:
         if os.environ.get("WMSUITE_DEBUG"):
             raise
         print(f"{prog} {name}: error: {err}\n(set WMSUITE_DEBUG=1 for the traceback)", file=sys.stderr)

@@ -3,19 +3,27 @@
     wmsuite collect --env wmsuite/PushCube-v0 --policy expert --skill 0.9 --episodes 200 --out data/pushcube.hdf5
 
 Episodes are streamed to `<out>.parts/` as they finish; rerunning the same command after an
-interruption records only the missing episodes, then merges everything into `--out`.
+interruption records only the missing episodes, then merges everything into `--out`. Each episode's
+randomness (its env seed and the policy's draws) comes from (seed, episode index) alone, so the
+resumed file holds exactly the episodes an uninterrupted run writes. `<out>.parts/run.json` records
+what the collection is (env, policy and its checkpoint's content hash, skill, seed, counts); a
+rerun with other settings is refused rather than mixed in (--force-new moves the old shards aside).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from wmsuite.cli.common import resolve_policy, seed_everything
+from wmsuite.cli.common import check_env_id, resolve_policy, seed_everything
 from wmsuite.data import count_episodes
 from wmsuite.data.stream import EpisodeStream
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+from wmsuite.runs import ensure_writable, open_run
+from wmsuite.specs import check_trust, spec_fingerprint, trust_code
 
 
 @dataclass
@@ -41,6 +49,11 @@ class CollectConfig:
     """Add episodes to an existing --out instead of refusing to touch it."""
     device: str = "cpu"
     """Torch device for learned policies."""
+    force_new: bool = False
+    """Start over when <out>.parts/ holds shards of an unfinished collection with other settings
+    (they are moved aside, not deleted) instead of refusing."""
+    trust_code: bool = False
+    """Let specs nested in --policy (a wrapper's `inner`) name `module:attr` code (wmsuite/specs.py)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -59,27 +72,43 @@ CONFIG = CollectConfig
 def run(cfg: CollectConfig) -> int:
     out = Path(cfg.out)
     parts = out.with_name(out.name + ".parts")
+    check_env_id(cfg.env)
+    ensure_writable(out.parent, "--out's folder")
     existing = count_episodes(out) if out.exists() else 0
     if existing and not cfg.append and not parts.exists():
-        raise SystemExit(f"{out} already holds {existing} episodes; pass --append to add more or choose another --out")
+        raise FileExistsError(f"{out} already holds {existing} episodes; pass --append to add more or choose "
+                              "another --out")
+    expert = cfg.policy == "expert"
+    policy_id = f"expert@{cfg.skill:g}" if expert else cfg.policy
+    with trust_code(cfg.trust_code):
+        check_trust(cfg.policy, trusted=True)
+    identity = {"env": cfg.env, "policy": policy_id, "policy_files": {} if expert else spec_fingerprint(cfg.policy),
+                "seed": cfg.seed, "episodes": cfg.episodes, "image_size": cfg.image_size, "append": cfg.append}
+    record = open_run(parts, "collect", identity, force_new=cfg.force_new, state={"start": existing})
+    start = int(record["state"]["start"])  # episodes --out held when this collection began
+    run_id = hashlib.sha256(json.dumps([identity, start], sort_keys=True).encode()).hexdigest()[:16]
     seed_everything(cfg.seed)
-    policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device)
-    env = make_vector_env(cfg.env, cfg.num_envs, env_kwargs={"image_size": cfg.image_size})
-    policy_id = cfg.policy if cfg.policy != "expert" else f"expert@{cfg.skill:g}"
+    policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device,
+                            trust_code=cfg.trust_code)
     env_args = {"env_name": cfg.env, "type": "wmsuite", "env_kwargs": {"image_size": cfg.image_size}}
-    rcfg = RolloutConfig(episodes=cfg.episodes, seed=cfg.seed + existing, policy_id=policy_id, env_id=cfg.env)
-    start, successes, steps = time.perf_counter(), 0, 0
-    try:
-        with EpisodeStream(out, env_args) as stream:
-            done = stream.done_indices()
+    rcfg = RolloutConfig(episodes=cfg.episodes, seed=cfg.seed + start, policy_id=policy_id, env_id=cfg.env,
+                         episode_rng=True)
+    stream = EpisodeStream(out, env_args, run_id=run_id)
+    done = stream.done_indices() | stream.merged_indices()
+    began, successes, steps = time.perf_counter(), 0, 0
+    if len(done) < cfg.episodes:
+        env = make_vector_env(cfg.env, cfg.num_envs, env_kwargs={"image_size": cfg.image_size})
+        try:
             for ep in rollout(policy, env, rcfg, skip=done):
                 stream.add(ep)
                 successes += ep.success
                 steps += ep.length
-    finally:
-        env.close()
-    wall = time.perf_counter() - start
+        finally:
+            env.close()
+    merged = stream.merge()
+    wall = time.perf_counter() - began
     new = cfg.episodes - len(done)
     print(f"recorded {new} episodes ({steps} steps) in {wall:.1f}s: success {successes}/{max(new, 1)}, "
-          f"{new / wall * 60:.1f} episodes/min; {out} now holds {count_episodes(out)} episodes")
+          f"{new / max(wall, 1e-9) * 60:.1f} episodes/min; merged {merged}; {out} now holds "
+          f"{count_episodes(out)} episodes")
     return 0

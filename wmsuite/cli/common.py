@@ -12,6 +12,7 @@ import numpy as np
 
 from wmsuite.checkpoint import is_checkpoint
 from wmsuite.policy import load_object
+from wmsuite.specs import trust_code as trust_code_flag
 
 POLICY_SPEC_HELP = (
     "'expert' (the env's scripted expert at --skill) or 'expert@0.5', a checkpoint or run directory written by "
@@ -21,12 +22,20 @@ POLICY_SPEC_HELP = (
 
 
 def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, seed: int = 0,
-                   device: str = "cpu", horizon: int = 1) -> Any:
+                   device: str = "cpu", horizon: int = 1, trusted: bool = True, trust_code: bool = False) -> Any:
     """Build the policy named by `spec` (see POLICY_SPEC_HELP); `horizon` is the chunk length the
-    scripted experts plan (learned policies have their own)."""
+    scripted experts plan (learned policies have their own). `trusted`: the spec is the user's own
+    (typed on the command line), not read from a manifest; `trust_code`: the --trust-code flag,
+    which lets untrusted and nested specs name code (wmsuite/specs.py)."""
+    with trust_code_flag(trust_code):
+        return _resolve(spec, env_id, skill, seed, device, horizon, trusted)
+
+
+def _resolve(spec: str, env_id: str | None, skill: float, seed: int, device: str, horizon: int, trusted: bool) -> Any:
     if spec == "expert" or spec.startswith("expert@"):
         if env_id is None:
             raise ValueError("--policy expert needs --env to know which task's expert to build")
+        check_env_id(env_id)
         if spec.startswith("expert@"):
             try:
                 skill = float(spec[len("expert@"):])
@@ -44,7 +53,27 @@ def resolve_policy(spec: str, env_id: str | None = None, skill: float = 1.0, see
     if ":" not in spec:
         raise ValueError(f"policy spec {spec!r}: no checkpoint directory at that path, and not 'expert', "
                          "'expert@<skill>', 'assets:policies/<name>' or 'package.module:attr'")
-    return load_object(spec)
+    return load_object(spec, trusted=trusted)
+
+
+def check_env_id(env_id: str) -> str:
+    """`env_id` if Gymnasium knows it (after importing the module an `pkg.module:Ns/Name-v0` id names);
+    a ValueError listing wmsuite's ids otherwise."""
+    import importlib
+
+    import gymnasium as gym
+
+    from wmsuite.envs import wmsuite_ids
+
+    module, _, name = env_id.rpartition(":")
+    try:
+        if module:
+            importlib.import_module(module)
+        gym.spec(name)
+    except (gym.error.Error, ImportError) as err:
+        raise ValueError(f"unknown env id {env_id!r} ({err}); wmsuite's are {', '.join(wmsuite_ids())} "
+                         "(robosuite and LIBERO ids need their extras)") from err
+    return env_id
 
 
 def seed_everything(seed: int) -> None:

@@ -6,6 +6,13 @@ from the same initial states, and report how well the learned one predicts succe
 
 Writes OUT/metrics.json, OUT/report.md, OUT/scatter.png, OUT/episodes.jsonl (per-episode, streamed:
 rerun the same command to resume an interrupted evaluation) and side-by-side real/imagined mp4s.
+
+Every policy has a unique label: `label=spec` on the command line, the manifest's `name`, or one
+derived from the spec (its last path part or attribute, the whole spec where those collide).
+OUT/run.json records the settings and the content hash of the world model and of every policy; a
+rerun with other settings is refused (one more policy is fine: only it runs). Specs read from a
+manifest, and specs nested in another spec, may name checkpoints, `assets:` entries and experts;
+`module:attr` code there runs only with --trust-code.
 """
 
 from __future__ import annotations
@@ -13,14 +20,18 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from wmsuite.cli.common import resolve_policy, setup_logging
+from wmsuite.cli.common import check_env_id, resolve_policy, setup_logging
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import side_by_side, write_report
-from wmsuite.policies import resolve_path
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+from wmsuite.runs import open_run
+from wmsuite.specs import check_trust, file_digest, is_code_spec, resolve_asset, spec_fingerprint, trust_code
+
+_LABEL = re.compile(r"^([A-Za-z0-9._@+-]+)=(.+)$", re.S)
 
 
 @dataclass
@@ -30,8 +41,8 @@ class EvalConfig:
     zoo: str = "assets:zoo/pushcube.json"
     """Policy zoo manifest (a JSON file with a list `policies` of {name, spec}); used when --policies is empty."""
     policies: tuple[str, ...] = ()
-    """Policy specs to evaluate instead of the zoo: checkpoint dirs, 'assets:policies/<name>',
-    'expert@<skill>' or 'package.module:attr{json kwargs}'."""
+    """Policy specs to evaluate instead of the zoo, each optionally labelled 'label=spec': checkpoint
+    dirs, 'assets:policies/<name>', 'expert@<skill>' or 'package.module:attr{json kwargs}'."""
     wm: str = "assets:wm/pushcube"
     """World-model checkpoint (or training run) directory; 'assets:' resolves against the installed package."""
     episodes: int = 50
@@ -48,6 +59,10 @@ class EvalConfig:
     """Torch device for the world model and learned policies."""
     out: str = "runs/eval-pushcube"
     """Output directory (rerun with the same one to resume)."""
+    force_new: bool = False
+    """Start over when --out holds an evaluation with other settings (it is moved aside, not deleted)."""
+    trust_code: bool = False
+    """Let the manifest's specs, and specs nested in any spec, name `module:attr` code (read it first)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1 or self.num_envs < 1 or self.videos < 0 or self.sampling_steps < 0:
@@ -58,22 +73,65 @@ class EvalConfig:
 CONFIG = EvalConfig
 
 
-def policy_entries(cfg: EvalConfig) -> list[PolicyEntry]:
+def policy_entries(cfg: EvalConfig) -> tuple[list[PolicyEntry], set[str]]:
+    """The labelled policies to evaluate and the specs among them that are the user's own (typed on
+    the command line), after the trust check of every spec (nothing is imported here)."""
     if cfg.policies:
-        return [PolicyEntry(name=Path(s).name if "{" not in s else s.split("{")[0], spec=s) for s in cfg.policies]
-    path = resolve_path(cfg.zoo)
-    if not path.is_file():
-        raise SystemExit(f"no zoo manifest at {path}; build one with `wmsuite zoo` or pass --policies")
-    manifest = json.loads(path.read_text())
-    entries = [PolicyEntry(name=p["name"], spec=p["spec"]) for p in manifest.get("policies", [])]
-    if len(entries) < 2:
-        raise SystemExit(f"{path} lists {len(entries)} policies; comparing simulators needs at least 2")
-    return entries
+        entries = [_labelled(s) for s in cfg.policies]
+        trusted, source = {e.spec for e in entries}, "--policies"
+    else:
+        path = resolve_asset(cfg.zoo)
+        if not path.is_file():
+            raise FileNotFoundError(f"no zoo manifest at {path}; build one with `wmsuite zoo` or pass --policies")
+        try:
+            manifest = json.loads(path.read_text())
+            entries = [PolicyEntry(name=str(p["name"]), spec=str(p["spec"])) for p in manifest.get("policies", [])]
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{path} is not a zoo manifest ({{'policies': [{{'name', 'spec'}}, ...]}}): {err}") from err
+        if len(entries) < 2:
+            raise ValueError(f"{path} lists {len(entries)} policies; comparing simulators needs at least 2")
+        trusted, source = set(), str(path)
+    seen: dict[str, str] = {}
+    entries = unique_labels(entries)
+    for e in entries:
+        if e.name in seen:
+            raise ValueError(f"the label {e.name!r} names two policies ({seen[e.name]!r} and {e.spec!r}); give "
+                             "each a unique label with 'label=spec'")
+        seen[e.name] = e.spec
+        with trust_code(cfg.trust_code):
+            check_trust(e.spec, trusted=e.spec in trusted, source=source)
+    return entries, trusted
 
 
-def make_policy_factory(cfg: EvalConfig, horizon: int):
+def _labelled(text: str) -> PolicyEntry:
+    """'label=spec' as given, else a label derived from the spec (see the module docstring)."""
+    m = _LABEL.match(text)
+    if m and not Path(text).exists():
+        return PolicyEntry(name=m.group(1), spec=m.group(2))
+    return PolicyEntry(name="", spec=text)
+
+
+def unique_labels(entries: list[PolicyEntry]) -> list[PolicyEntry]:
+    """Fill in derived labels: a spec's attribute or last path part, or the whole spec (spaces
+    dropped) for the specs whose short labels would collide with another's."""
+    def short(spec: str) -> str:
+        if is_code_spec(spec):
+            return spec.split(":", 1)[1].split("{", 1)[0]
+        return Path(spec.removeprefix("assets:")).name or spec
+
+    derived = [e.name or short(e.spec) for e in entries]
+    out = []
+    for e, label in zip(entries, derived, strict=True):
+        if not e.name and derived.count(label) > 1:
+            label = re.sub(r"\s+", "", e.spec)
+        out.append(PolicyEntry(name=label, spec=e.spec))
+    return out
+
+
+def make_policy_factory(cfg: EvalConfig, horizon: int, trusted: set[str]):
     def make(spec: str, seed: int):
-        return resolve_policy(spec, env_id=cfg.env, seed=seed, device=cfg.device, horizon=horizon)
+        return resolve_policy(spec, env_id=cfg.env, seed=seed, device=cfg.device, horizon=horizon,
+                              trusted=spec in trusted, trust_code=cfg.trust_code)
 
     return make
 
@@ -83,7 +141,7 @@ def load_model(cfg: EvalConfig):
     learned-simulator env of the run (evaluation and videos) shares it."""
     from wmsuite.world_models import load_world_model
 
-    return load_world_model(resolve_path(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None)
+    return load_world_model(resolve_asset(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None)
 
 
 def make_env_factory(cfg: EvalConfig, model):
@@ -101,13 +159,22 @@ def make_env_factory(cfg: EvalConfig, model):
 
 
 def run(cfg: EvalConfig) -> int:
+    from wmsuite.world_models import resolve_checkpoint
+
     setup_logging()
     out = Path(cfg.out)
-    entries = policy_entries(cfg)
-    model = load_model(cfg)
+    entries, trusted = policy_entries(cfg)
+    check_env_id(cfg.env)
+    model = load_model(cfg)  # a checkpoint that is not a world model fails here, before any rollout
+    with trust_code(cfg.trust_code):
+        policies = {e.name: {"spec": e.spec, "files": spec_fingerprint(e.spec)} for e in entries}
+    identity = {"env": cfg.env, "wm": file_digest(resolve_checkpoint(resolve_asset(cfg.wm))), "episodes": cfg.episodes,
+                "num_envs": cfg.num_envs, "seed": cfg.seed, "sampling_steps": cfg.sampling_steps, "device": cfg.device,
+                "policies": policies}
+    open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
-                      seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk),
+                      seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
                       make_env=make_env_factory(cfg, model), act_every=chunk)
     metrics = evaluate(setup, out)
     videos = _videos(cfg, setup, out) if cfg.videos else []
@@ -130,7 +197,7 @@ def _videos(cfg: EvalConfig, setup: EvalSetup, out: Path) -> list[Path]:
     envs: dict[str, object] = {}
     try:
         for entry in setup.policies[: cfg.videos]:
-            path = out / f"video_{re.sub(r'[^A-Za-z0-9._@-]+', '_', entry.name)}.mp4"
+            path = out / f"video_{video_name(entry.name)}.mp4"
             if path.exists():
                 paths.append(path)
                 continue
@@ -148,3 +215,9 @@ def _videos(cfg: EvalConfig, setup: EvalSetup, out: Path) -> list[Path]:
         for env in envs.values():
             env.close()
     return paths
+
+
+def video_name(label: str) -> str:
+    """A file-name-safe form of a label, unique per label (a hash is added where characters were replaced)."""
+    safe = re.sub(r"[^A-Za-z0-9._@-]+", "_", label)[:80]
+    return safe if safe == label else f"{safe}-{zlib.crc32(label.encode()):08x}"

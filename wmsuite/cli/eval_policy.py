@@ -14,7 +14,6 @@ OUT/metrics.json with keys:
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 from wmsuite.cli.common import resolve_policy, seed_everything
 from wmsuite.logging import write_metrics
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+from wmsuite.runs import dumps_strict
 from wmsuite.stats import wilson_interval
 from wmsuite.video import tile_frames, write_mp4
 
@@ -112,7 +112,7 @@ def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | Non
                    "length": ep.length, "return": float(ep.rewards.sum())}
             rows.append(row)
             if out is not None:
-                jsonl.write(json.dumps(row) + "\n")
+                jsonl.write(dumps_strict(row, indent=None) + "\n")
                 if idx < videos and ep.obs:
                     frames = tile_frames([ep.obs[c] for c in sorted(ep.obs)])  # (T+1, H, W', 3)
                     write_mp4(out / "videos" / f"episode_{idx:04d}.mp4", frames, fps=fps)

@@ -72,6 +72,8 @@ class EvalWMConfig:
     repeats: int = 1
     """Open-loop rollouts of every episode, each with other sampling noise; the figures pool them and
     success_agreement_per_repeat shows how far one rollout's agreement can move (5 for the docs' figures)."""
+    drop_bad: bool = False
+    """Skip episodes with non-finite or malformed values (counted) instead of refusing the data."""
     replays: bool = False
     """Also replay every episode in the real simulator from the starts (object nudged by the grid below,
     through the task probe's start perturbation) whose first frame is bit-identical to its own, for
@@ -103,7 +105,7 @@ def run(cfg: EvalWMConfig) -> int:
 
     seed_everything(cfg.seed)
     model = load_world_model(cfg.wm, device=cfg.device)
-    episodes = load_episodes(cfg.data, limit=cfg.max_episodes or None)
+    episodes = load_episodes(cfg.data, limit=cfg.max_episodes or None, drop_bad=cfg.drop_bad)
     env_id = cfg.env or recorded_env_id(cfg.data, episodes)
     probe = get_probe(env_id)
     check_task(model, probe)

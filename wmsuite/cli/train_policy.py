@@ -6,22 +6,31 @@
 
 `--policy.*` is every field of the library's PolicyConfig, `--train.*` the trainer's settings. The
 run directory works wherever a policy checkpoint is accepted (it resolves to out/latest/); see
-wmsuite/policies/train.py for the rest of its layout.
+wmsuite/policies/train.py for the rest of its layout. out/run.json records the data's content hash,
+the seed and the configs; --resume goes on only with the same ones (the step budget and time limit
+may grow), and a killed run resumed this way ends with the weights an uninterrupted one has.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 
+from wmsuite.checkpoint import is_checkpoint
 from wmsuite.cli.common import seed_everything
 from wmsuite.config import to_dict
 from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
 from wmsuite.policies.config import POLICY_TRAINER, PolicyConfig
+from wmsuite.runs import open_run
+from wmsuite.specs import file_digest
 from wmsuite.train import TrainerConfig
+
+# Trainer fields a resumed run may change: how long it runs and how often it reports.
+RESUMABLE = ("steps", "max_minutes", "log_every", "save_every")
 
 
 @dataclass
@@ -41,7 +50,11 @@ class TrainPolicyConfig:
     seed: int = 0
     """Seed of initialisation, batch order and noise."""
     resume: bool = False
-    """Go on with the run in --out from its train state."""
+    """Go on with the run in --out from its train state (one killed before its first save starts over)."""
+    force_new: bool = False
+    """Start over when --out holds another run (it is moved aside, not deleted)."""
+    drop_bad: bool = False
+    """Skip episodes with non-finite or malformed values (counted) instead of refusing the data."""
     wandb: bool = False
     """Also log to wandb (offline unless configured)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -65,8 +78,18 @@ def run(cfg: TrainPolicyConfig) -> int:
 
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
+    if not Path(cfg.data).exists():
+        raise FileNotFoundError(f"--data {cfg.data} does not exist; record episodes with `wmsuite collect`")
+    identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "max_episodes": cfg.max_episodes,
+                "only_successes": cfg.only_successes, "drop_bad": cfg.drop_bad, "policy": to_dict(cfg.policy),
+                "train": {k: v for k, v in to_dict(cfg.train).items() if k not in RESUMABLE}}
+    record = open_run(cfg.out, "train-policy", identity, force_new=cfg.force_new, adopt=cfg.resume)
+    state = Path(cfg.out) / "train_state" / "policy"
+    if record["resumed"] and is_checkpoint(state) and not cfg.resume:
+        raise FileExistsError(f"{cfg.out} already holds this training run; pass --resume to go on with it, "
+                              "--force-new to start over, or choose another --out")
     t0 = time.perf_counter()
-    episodes = load_episodes(cfg.data)
+    episodes = load_episodes(cfg.data, drop_bad=cfg.drop_bad)
     total = len(episodes)
     if cfg.only_successes:
         episodes = [ep for ep in episodes if ep.success]
@@ -79,7 +102,7 @@ def run(cfg: TrainPolicyConfig) -> int:
     log = RunLogger(cfg.out, config={**to_dict(cfg), "train_episodes": len(episodes)}, use_wandb=cfg.wandb)
     try:
         trainer = Trainer(cfg.out, device=cfg.device, seed=cfg.seed, logger=log)
-        result = train_policy(trainer, episodes, cfg.policy, cfg.train, resume=cfg.resume)
+        result = train_policy(trainer, episodes, cfg.policy, cfg.train, resume=cfg.resume and is_checkpoint(state))
     finally:
         log.close()
     print(f"trained to step {result.steps} in {result.seconds:.1f}s (loss {result.logs.get('loss', float('nan')):.4f}); "

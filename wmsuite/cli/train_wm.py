@@ -12,6 +12,9 @@ training fields, while its architecture cannot change.
 
 Writes out/metrics.jsonl (and an offline wandb run with --wandb), out/codec/, the world-model
 checkpoints out/step_<N>/ and out/latest/, and the trainer's resume state in out/train_state/.
+out/run.json records the data's and a reused codec's content hashes and the seed: a run goes on
+(--resume, or --stage heads) only with the same ones, a new run never writes over an old one
+(--force-new moves it aside), and a killed run resumed ends with the weights of an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from wmsuite.cli.common import recorded_env_id, seed_everything
 from wmsuite.config import to_dict
 from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
+from wmsuite.runs import open_run
+from wmsuite.specs import file_digest
 from wmsuite.train import Trainer, TrainerConfig
 from wmsuite.world_models.config import CodecConfig, HeadsConfig, WorldModelConfig
 
@@ -49,7 +54,12 @@ class TrainWMConfig:
     (with --model.heads of another kind than the checkpoint's, its heads are replaced and trained anew)."""
     resume: bool = False
     """Go on with the run in --out: the codec stage from its train state, the dynamics from theirs
-    (or, where none is left, from out/latest with a fresh optimizer)."""
+    (or, where none is left, from out/latest with a fresh optimizer); a run killed before its first
+    save starts over."""
+    force_new: bool = False
+    """Start over when --out holds another run (it is moved aside, not deleted)."""
+    drop_bad: bool = False
+    """Skip episodes with non-finite or malformed values (counted) instead of refusing the data."""
     codec_from: str = ""
     """An existing codec checkpoint directory to reuse (skips the codec stage)."""
     env: str = ""
@@ -114,9 +124,18 @@ def run(cfg: TrainWMConfig) -> int:
         raise FileNotFoundError(f"--data {cfg.data} does not exist; record episodes with `wmsuite collect`")
     seed_everything(cfg.seed)
     out = Path(cfg.out)
+    going_on = cfg.resume or cfg.stage in ("dynamics", "heads")  # stages that build on what --out holds
+    identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "drop_bad": cfg.drop_bad,
+                "codec_from": file_digest(cfg.codec_from) if cfg.codec_from else ""}
+    record = open_run(out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on)
+    done = {"all": is_checkpoint(out / "latest") or (out / "train_state").exists(), "heads": False,
+            "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest")}[cfg.stage]
+    if record["resumed"] and not cfg.resume and done:
+        raise FileExistsError(f"{out} already holds this training run; pass --resume to go on with it, --force-new "
+                              "to start over, or choose another --out")
     if cfg.stage in ("dynamics", "heads") or cfg.resume:
         _check_resumable(cfg, out)  # before reading the data: a refused run costs nothing
-    episodes = load_episodes(cfg.data)
+    episodes = load_episodes(cfg.data, drop_bad=cfg.drop_bad)
     log = RunLogger(out, config=to_dict(cfg), use_wandb=cfg.wandb)
     trainer = Trainer(out, device=cfg.device, seed=cfg.seed, logger=log)
     began = time.time()
@@ -129,14 +148,16 @@ def run(cfg: TrainWMConfig) -> int:
         if model is None:  # --stage codec
             return 0
         resume_state = cfg.resume and is_checkpoint(trainer.state_dir("dynamics"))
-        start = 0 if resume_state or not cfg.resume else json.loads((out / "latest" / "config.json").read_text())["step"]
-        if cfg.resume and not resume_state:
+        from_latest = cfg.resume and not resume_state and is_checkpoint(out / "latest")
+        start = json.loads((out / "latest" / "config.json").read_text())["step"] if from_latest else 0
+        if from_latest:
             print(f"{out} has no dynamics train state: going on from {out / 'latest'} (step {start}) with a fresh optimizer")
+        before = json.loads((out / "latest" / "config.json").read_text())["step"] if is_checkpoint(out / "latest") else -1
         result = train_dynamics(trainer, model, episodes, cfg.dynamics, cfg.moving_fraction, resume=resume_state,
                                 start_step=start)
         print(f"dynamics at step {result.steps} after {(time.time() - began) / 60:.1f} min -> {out / 'latest'}")
-        if cfg.stage == "all":
-            _heads(cfg, trainer, episodes)
+        if cfg.stage == "all":  # an interrupted heads pass goes on only when the dynamics did not move on
+            _heads(cfg, trainer, episodes, resume=cfg.resume and result.steps == before)
     finally:
         log.close()
     return 0
@@ -146,9 +167,9 @@ def _check_resumable(cfg: TrainWMConfig, out: Path) -> None:
     """Refuse, before any compute, a resumed run whose model or codec config changes the architecture."""
     latest = out / "latest"
     if not is_checkpoint(latest):
-        if cfg.stage == "heads" or (cfg.resume and cfg.stage != "codec" and not is_checkpoint(out / "codec")):
+        if cfg.stage == "heads" or (cfg.stage == "dynamics" and not cfg.codec_from and not is_checkpoint(out / "codec")):
             raise FileNotFoundError(f"no checkpoint at {latest} to go on from; train one first (without --resume)")
-        return
+        return  # --stage all/codec: nothing saved yet (a run killed early), so it starts over
     from wmsuite.world_models import model_configs
 
     model, codec = model_configs(json.loads((latest / "config.json").read_text()))
@@ -190,12 +211,17 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     return model
 
 
-def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list) -> int:
+def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = False) -> int:
     from wmsuite.world_models import load_world_model
     from wmsuite.world_models.train import frame_labels, train_heads
 
     latest = Path(cfg.out) / "latest"
     saved = json.loads((latest / "config.json").read_text())
+    state = trainer.state_dir("heads")
+    resume = resume and is_checkpoint(state)
+    if resume and load_checkpoint(state)[1]["step"] >= cfg.heads_train.steps and saved.get("heads_steps") == cfg.heads_train.steps:
+        print(f"heads: already trained for {cfg.heads_train.steps} steps on these dynamics; nothing to do")
+        return 0
     # the command line's sampling steps become the model's: the heads learn from frames sampled that way
     model = load_world_model(latest, device=cfg.device, sampling_steps=cfg.model.sampling_steps)
     if cfg.model.heads != model.cfg.heads:
@@ -213,6 +239,6 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list) -> int:
         labels = frame_labels(probe.object_xy_from_frames, probe.object_xy, probe.success_from_env_state)
     began = time.time()
     logs = train_heads(trainer, model, episodes, cfg.heads_train, cfg.heads, labels, step=int(saved["step"]),
-                       extra={k: saved[k] for k in ("ema_decay",) if k in saved})
+                       extra={k: saved[k] for k in ("ema_decay",) if k in saved}, resume=resume)
     print(f"heads fine-tuned for {cfg.heads_train.steps} steps in {(time.time() - began) / 60:.1f} min: {logs}")
     return 0

@@ -15,6 +15,8 @@ Steps:
        {"task", "env_id", "seed", "episodes", "policies": [{"name", "spec", "real_success",
         "episodes", "ci_low", "ci_high", "mean_length", "kind"}]}
    where each spec is exactly what `--policy` accepts.
+<runs-dir>/run.json records the settings and the data's content hash: a rerun with the same ones
+resumes (finished training runs are kept), a different one is refused (--force-new moves it aside).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from wmsuite.cli.common import resolve_policy, seed_everything
 from wmsuite.cli.eval_policy import evaluate
 from wmsuite.config import to_dict
 from wmsuite.policies.config import POLICY_TRAINER, PolicyConfig
+from wmsuite.runs import ensure_writable, open_run, write_json
+from wmsuite.specs import file_digest
 from wmsuite.stats import wilson_interval
 
 
@@ -69,6 +73,8 @@ class ZooConfig:
     """Parallel environments per evaluation."""
     threads: int = 1
     """torch.set_num_threads."""
+    force_new: bool = False
+    """Start over when --runs-dir holds a zoo built with other settings (it is moved aside, not deleted)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -92,6 +98,13 @@ def run(cfg: ZooConfig) -> int:
     torch.set_num_threads(cfg.threads)
     seed_everything(0)
     assets = Path(cfg.assets) if cfg.assets else _installed_assets()
+    if cfg.data and not Path(cfg.data).is_file():
+        raise FileNotFoundError(f"--data {cfg.data} does not exist; record expert episodes with `wmsuite collect`")
+    ensure_writable(assets, "--assets")
+    identity = {**{k: v for k, v in to_dict(cfg).items() if k not in ("threads", "force_new")},
+                "data": file_digest(cfg.data) if cfg.data else "",
+                "checkpoints": {c: file_digest(c) for c in cfg.checkpoints if Path(c).exists()}}
+    open_run(cfg.runs_dir, "zoo", identity, force_new=cfg.force_new)
     runs = [_train_run(cfg, kind, size) for kind in cfg.kinds for size in cfg.data_sizes] if cfg.data else []
     ckpts = [run_dir / f"step_{step}" for run_dir in runs for step in cfg.ship_steps]
     ckpts += [Path(c) for c in cfg.checkpoints]
@@ -115,6 +128,9 @@ def run(cfg: ZooConfig) -> int:
         kwargs = json.dumps({"inner": shipped[-1], "offset": offset})
         entries.append({"name": f"{Path(shipped[-1]).name}-offset{cfg.bias:g}", "kind": "biased",
                         "spec": f"wmsuite.policies.wrappers:ActionOffset{kwargs}"})
+    names = [e["name"] for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two zoo policies share a name in {names}; ship checkpoints from runs with distinct names")
     manifest = {"task": cfg.task, "env_id": cfg.env, "seed": cfg.seed, "episodes": cfg.episodes,
                 "config": to_dict(cfg), "policies": []}
     for entry in entries:
@@ -129,7 +145,7 @@ def run(cfg: ZooConfig) -> int:
               f"({time.perf_counter() - t0:.0f}s)", flush=True)
     out = assets / "zoo" / f"{cfg.task}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(manifest, indent=2) + "\n")
+    write_json(out, manifest)
     print(f"wrote {out} ({len(manifest['policies'])} policies)")
     return 0
 

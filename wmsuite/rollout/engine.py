@@ -16,11 +16,20 @@
   enough actions, so every policy runs under the same open-loop protocol in both kinds of env.
 - Policies with per-env memory (they define `reset_envs(indices)`) are always called on the full
   batch, so row i is sub-environment i; stateless policies are called only on the rows that need a chunk.
+- `episode_rng=True` makes every episode's actions a function of its seed alone, whichever episodes
+  share its batch: stateless policies are then queried one row at a time with Python's, numpy's and
+  torch's global RNGs seeded from (seed, episode index, query number), and a stateful policy whose
+  `reset_envs` takes `episodes=` gets each new episode's index, from which it draws that episode's
+  randomness (the scripted experts do). A resumed collection then records exactly the episodes an
+  uninterrupted one does.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import random
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -58,6 +67,9 @@ class RolloutConfig:
     """Stored in each episode's `meta["env_id"]`."""
     extra_meta: dict[str, Any] = field(default_factory=dict)
     """Merged into each episode's `meta`."""
+    episode_rng: bool = False
+    """Seed the policy's randomness per episode (see the module docstring): slower for batched
+    learned policies, needed where a resumed run must reproduce an uninterrupted one."""
 
     def __post_init__(self) -> None:
         if self.episodes < 0:
@@ -80,9 +92,12 @@ def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
     full_id = env_id if ":" in env_id or not env_id.startswith("wmsuite/") else f"wmsuite.envs:{env_id}"
     kwargs = dict(env_kwargs or {})
     module, _, name = full_id.rpartition(":")
-    if module:
-        importlib.import_module(module)  # what gym.make does in each worker, done here once to check the id
-    gym.spec(name)  # unknown ids fail here, in the parent, with gymnasium's list of near matches
+    try:
+        if module:
+            importlib.import_module(module)  # what gym.make does in each worker, done here once to check the id
+        gym.spec(name)  # unknown ids fail here, in the parent, with gymnasium's list of near matches
+    except (gym.error.Error, ImportError) as err:
+        raise ValueError(f"unknown env id {env_id!r}: {err}") from err
     fns = [_EnvFactory(full_id, kwargs) for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.DISABLED
     if asynchronous and num_envs > 1:
@@ -111,12 +126,14 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     n = env.num_envs
     chunk_env = len(env.single_action_space.shape) == 2
     stateful = hasattr(policy, "reset_envs")
+    takes_index = stateful and cfg.episode_rng and "episodes" in inspect.signature(policy.reset_envs).parameters
     steps_per_chunk = cfg.n_action_steps or getattr(policy, "n_action_steps", None)
     policy.reset()
 
     slot_episode = np.full(n, -1)  # episode index each sub-env is running, -1 when idle
     records: list[_Recorder | None] = [None] * n
     queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
+    queries = np.zeros(n, int)  # policy queries of each sub-env's current episode (episode_rng)
     bar = tqdm(total=len(todo), desc=f"rollout {cfg.policy_id or type(policy).__name__}",
                disable=not cfg.progress, unit="ep")
 
@@ -127,12 +144,17 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
         working = np.zeros(n, bool)
         for i in np.flatnonzero(mask):
             queues[i].clear()
+            queries[i] = 0
             if todo:
                 slot_episode[i] = todo.popleft()
                 seeds[i] = cfg.seed + int(slot_episode[i])
                 working[i] = True
         if stateful and working.any():
-            policy.reset_envs(np.flatnonzero(working))
+            rows = np.flatnonzero(working)
+            if takes_index:
+                policy.reset_envs(rows, episodes=[int(slot_episode[i]) for i in rows])
+            else:
+                policy.reset_envs(rows)
         if mask.all():
             obs, info = env.reset(seed=seeds)
         else:
@@ -146,8 +168,8 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     try:
         while (slot_episode >= 0).any():
             active = slot_episode >= 0
-            action = _next_actions(policy, obs, queues, active, stateful, chunk_env, steps_per_chunk,
-                                   cfg.act_every, env)
+            action = _next_actions(policy, obs, queues, active, stateful, chunk_env, steps_per_chunk, cfg, env,
+                                   slot_episode, queries)
             obs, reward, terminated, truncated, info = env.step(action)
             if on_step is not None:
                 on_step(info)
@@ -173,10 +195,10 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
 
 
 def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarray]], active: np.ndarray,
-                  stateful: bool, chunk_env: bool, steps: int | None, act_every: int | None,
-                  env: gym.vector.VectorEnv) -> np.ndarray:
+                  stateful: bool, chunk_env: bool, steps: int | None, cfg: RolloutConfig,
+                  env: gym.vector.VectorEnv, slot_episode: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """(n, A) actions, or (n, H, A) chunks for a chunk env; idle rows get zeros."""
-    n = len(queues)
+    n, act_every = len(queues), cfg.act_every
     space = env.single_action_space
     if chunk_env:  # the env consumes the whole chunk at once
         out = _query(policy, obs, n, space.shape[0], space.shape[-1])  # (n, H, A)
@@ -185,7 +207,15 @@ def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarra
     need = np.array([active[i] and not queues[i] for i in range(n)])
     if need.any():
         rows = np.arange(n) if stateful else np.flatnonzero(need)
-        chunk = _query(policy, _index(obs, rows), len(rows), act_every, space.shape[-1])  # (len(rows), H, A)
+        if cfg.episode_rng and not stateful:  # one row at a time, its randomness from its episode alone
+            parts = []
+            for i in rows:
+                _seed_globals(cfg.seed, int(slot_episode[i]), int(queries[i]))
+                parts.append(_query(policy, _index(obs, np.array([i])), 1, act_every, space.shape[-1]))
+            chunk = np.concatenate(parts)  # (len(rows), H, A)
+        else:
+            chunk = _query(policy, _index(obs, rows), len(rows), act_every, space.shape[-1])  # (len(rows), H, A)
+        queries[need] += 1
         take = chunk.shape[1] if steps is None or act_every else min(steps, chunk.shape[1])
         for r, i in enumerate(rows):
             if need[i]:
@@ -194,6 +224,15 @@ def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarra
     for i in np.flatnonzero(active):
         out[i] = queues[i].popleft()
     return out
+
+
+def _seed_globals(seed: int, episode: int, query: int) -> None:
+    """Seed Python's, numpy's and (when loaded) torch's global RNGs from one episode's query."""
+    value = int(np.random.SeedSequence([seed, episode, query]).generate_state(1)[0])
+    random.seed(value)
+    np.random.seed(value)  # noqa: NPY002  (policies may draw from the legacy global RNG)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(value)
 
 
 def _query(policy: Any, obs: dict[str, Any], batch: int, length: int | None, action_dim: int) -> np.ndarray:

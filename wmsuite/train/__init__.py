@@ -5,6 +5,6 @@
 
 from wmsuite.train.config import TrainerConfig
 from wmsuite.train.state import WeightAverage
-from wmsuite.train.trainer import BatchSource, FitResult, Objective, Trainer, lr_at
+from wmsuite.train.trainer import BatchSource, FitResult, Objective, Trainer, TrainingDivergedError, lr_at
 
-__all__ = ["BatchSource", "FitResult", "Objective", "Trainer", "TrainerConfig", "WeightAverage", "lr_at"]
+__all__ = ["BatchSource", "FitResult", "Objective", "Trainer", "TrainerConfig", "TrainingDivergedError", "WeightAverage", "lr_at"]

@@ -12,6 +12,11 @@ The loop: AdamW over the trained parameters, warm-up + cosine learning rate (res
 clipping, an exponential moving average, `metrics.jsonl` rows (and wandb through the logger), a
 progress bar, a wall-clock budget, and every `save_every` steps the export plus the train state
 (`out/train_state/<name>/`: raw weights, average, optimizer, step) from which `resume=True` goes on.
+At every save the batch source and torch's RNG restart from (seed, step), exactly as a resumed run
+starts them, so a run killed at any moment and resumed ends with the weights of an uninterrupted one;
+the metrics rows logged after the last save are dropped on resume, as those steps are redone.
+A non-finite loss or gradient norm stops the run with `TrainingDivergedError` before the step is
+applied, so no NaN weights are ever saved.
 Devices and (later) data-parallel processes come from HF accelerate's `Accelerator`.
 """
 
@@ -33,6 +38,11 @@ from wmsuite.checkpoint import is_checkpoint
 from wmsuite.logging import RunLogger
 from wmsuite.train.config import TrainerConfig
 from wmsuite.train.state import WeightAverage, load_train_state, save_train_state
+
+
+class TrainingDivergedError(ValueError):
+    """The loss or gradient norm became NaN or infinite; nothing of that step was applied or saved."""
+
 
 BatchSource = Callable[[int], Iterator[Any]]
 """start step -> an endless iterator of batches (seed it from the start step, so a resumed run draws anew)."""
@@ -117,6 +127,8 @@ class Trainer:
             step = int(saved["step"])
             begin = step if cfg.restart_schedule else int(saved.get("schedule_begin", 0))
             print(f"{name}: resuming at step {step} from {state_dir}")
+        if self.logger is not None:  # rows an interrupted attempt logged past this point are redone
+            self.logger.rewind(log_offset + step, stage=name)
         if step >= cfg.steps:
             print(f"{name}: already at step {step} of {cfg.steps}; nothing to train")
             return FitResult(step)
@@ -125,6 +137,7 @@ class Trainer:
         module, optimizer = self.accelerator.prepare(module, optimizer)
         torch.manual_seed(self.seed + step)
         source = batches(step)
+        saved_at = step
         meta = {"name": name, "schedule_begin": begin, "trainer": vars(cfg)}
         start, first, logs = time.time(), step, {}
         bar = tqdm(total=cfg.steps, initial=step, desc=name, unit="step", disable=not self.progress)
@@ -138,6 +151,11 @@ class Trainer:
                 optimizer.zero_grad(set_to_none=True)
                 self.accelerator.backward(loss)
                 grad_norm = self.accelerator.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else None
+                if not torch.isfinite(loss.detach()) or (grad_norm is not None and not torch.isfinite(grad_norm)):
+                    raise TrainingDivergedError(
+                        f"{name}: the loss is {float(loss.detach()):.4g} (gradient norm {float(grad_norm or 0):.4g}) at step "
+                        f"{step + 1}; stopped before applying it, the last saved state is step {saved_at}. Non-finite "
+                        f"data is refused when it is read, so lower the learning rate ({lr:.3g}) or check the inputs")
                 optimizer.step()
                 step += 1
                 if average is not None:
@@ -154,6 +172,9 @@ class Trainer:
                         bar.set_postfix(loss=f"{logs['loss']:.4f}")
                 if step % cfg.save_every == 0 or step == cfg.steps or out_of_time:
                     self._save(state_dir, module, optimizer, average, step, meta, export)
+                    saved_at = step
+                    torch.manual_seed(self.seed + step)  # what a run resumed from this state starts with
+                    source = batches(step)
                 if out_of_time:
                     print(f"{name}: the {cfg.max_minutes} min budget is spent at step {step}; saved")
                     break
