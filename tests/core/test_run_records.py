@@ -160,6 +160,9 @@ def test_interrupted_collection_resumes_to_the_same_episodes(tmp_path, monkeypat
     assert main([*base, "--num-envs", "1", "--out", str(out)]) == 0
     assert not (tmp_path / "b.hdf5.parts").exists()
     assert _same(_episodes(out), ref)  # no duplicates, and the episodes of the uninterrupted run
+    stamp = out.stat().st_mtime_ns
+    assert main([*base, "--num-envs", "1", "--out", str(out)]) == 0  # finished (a kill at exit): nothing to do
+    assert out.stat().st_mtime_ns == stamp
 
 
 def test_leftover_shards_of_another_collection_are_refused(tmp_path, capsys, monkeypatch):

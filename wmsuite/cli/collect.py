@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from wmsuite.cli.common import check_env_id, resolve_policy, seed_everything
 from wmsuite.data import count_episodes
-from wmsuite.data.stream import EpisodeStream
+from wmsuite.data.stream import EpisodeStream, merged_indices
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 from wmsuite.runs import ensure_writable, open_run
 from wmsuite.specs import check_trust, spec_fingerprint, trust_code
@@ -74,19 +75,24 @@ def run(cfg: CollectConfig) -> int:
     parts = out.with_name(out.name + ".parts")
     check_env_id(cfg.env)
     ensure_writable(out.parent, "--out's folder")
+    if parts.is_dir() and not (parts / "run.json").exists() and not any(parts.glob("episode_*.hdf5")):
+        shutil.rmtree(parts)  # what a kill at the very end of a merge leaves: an emptied folder
     existing = count_episodes(out) if out.exists() else 0
-    if existing and not cfg.append and not parts.exists():
-        raise FileExistsError(f"{out} already holds {existing} episodes; pass --append to add more or choose "
-                              "another --out")
     expert = cfg.policy == "expert"
     policy_id = f"expert@{cfg.skill:g}" if expert else cfg.policy
     with trust_code(cfg.trust_code):
         check_trust(cfg.policy, trusted=True)
     identity = {"env": cfg.env, "policy": policy_id, "policy_files": {} if expert else spec_fingerprint(cfg.policy),
                 "seed": cfg.seed, "episodes": cfg.episodes, "image_size": cfg.image_size, "append": cfg.append}
+    if existing and not cfg.append and not parts.exists():
+        if merged_indices(out, _run_id(identity, 0)) == set(range(cfg.episodes)):
+            print(f"{out} already holds the {cfg.episodes} episodes of this collection; nothing to do")
+            return 0
+        raise FileExistsError(f"{out} already holds {existing} episodes; pass --append to add more or choose "
+                              "another --out")
     record = open_run(parts, "collect", identity, force_new=cfg.force_new, state={"start": existing})
     start = int(record["state"]["start"])  # episodes --out held when this collection began
-    run_id = hashlib.sha256(json.dumps([identity, start], sort_keys=True).encode()).hexdigest()[:16]
+    run_id = _run_id(identity, start)
     seed_everything(cfg.seed)
     policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device,
                             trust_code=cfg.trust_code)
@@ -112,3 +118,8 @@ def run(cfg: CollectConfig) -> int:
           f"{new / max(wall, 1e-9) * 60:.1f} episodes/min; merged {merged}; {out} now holds "
           f"{count_episodes(out)} episodes")
     return 0
+
+
+def _run_id(identity: dict, start: int) -> str:
+    """The collection's id, stored in each of its episodes' meta: the same command gives the same id."""
+    return hashlib.sha256(json.dumps([identity, start], sort_keys=True).encode()).hexdigest()[:16]

@@ -47,15 +47,7 @@ class EpisodeStream:
 
     def merged_indices(self) -> set[int]:
         """Episode indices of this run (`run_id`) that the target file already holds."""
-        if self.run_id is None or not self.out.exists():
-            return set()
-        found = set()
-        with h5py.File(self.out, "r") as f:
-            for demo in f["data"].values() if "data" in f else ():
-                meta = json.loads(demo.attrs.get("meta", "{}") or "{}")
-                if meta.get(RUN_KEY) == self.run_id and "episode_index" in meta:
-                    found.add(int(meta["episode_index"]))
-        return found
+        return merged_indices(self.out, self.run_id) if self.run_id is not None else set()
 
     def add(self, episode: Episode) -> None:
         index = int(episode.meta.get("episode_index", len(self.done_indices())))
@@ -84,3 +76,17 @@ class EpisodeStream:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if exc_type is None:
             self.merge()
+
+
+def merged_indices(path: str | Path, run_id: str) -> set[int]:
+    """Episode indices of the collection `run_id` that the file at `path` holds (none if it is missing)."""
+    path = Path(path)
+    if not path.exists():
+        return set()
+    found = set()
+    with h5py.File(path, "r") as f:
+        for demo in f["data"].values() if "data" in f else ():
+            meta = json.loads(demo.attrs.get("meta", "{}") or "{}")
+            if meta.get(RUN_KEY) == run_id and "episode_index" in meta:
+                found.add(int(meta["episode_index"]))
+    return found
