@@ -5,7 +5,9 @@
 
 `config.json` always carries `schema_version` and `class`; normalisation statistics and
 hyper-parameters go in it as plain JSON. Both files are written to a temporary directory that is
-renamed into place, so a crash never leaves a half-written checkpoint behind.
+renamed into place, so a crash never leaves a half-written checkpoint behind; a crash between the
+two renames of a replace (the old one moved aside, the new one not yet in) is undone by the next
+`is_checkpoint` or `load_checkpoint`, which puts the old one back.
 
 The config is strict JSON both ways: a NaN or inf in it is refused when saving (naming the key that
 holds it) and when loading, since a non-finite normalisation statistic would silently spoil every
@@ -62,7 +64,7 @@ def load_checkpoint(path: str | Path, expect_class: str | tuple[str, ...] | None
     Raises FileNotFoundError when `path` is not a checkpoint directory and ValueError naming the file
     when one of its two files is corrupt or truncated, from another schema or of another class.
     """
-    path = Path(path)
+    path = _recovered(Path(path))
     weights, cfg_file = path / "model.safetensors", path / "config.json"
     if not path.is_dir() or not weights.is_file() or not cfg_file.is_file():
         raise FileNotFoundError(
@@ -158,8 +160,20 @@ def _one_line(err: BaseException) -> str:
 
 
 def is_checkpoint(path: str | Path) -> bool:
-    path = Path(path)
+    path = _recovered(Path(path))
     return (path / "model.safetensors").is_file() and (path / "config.json").is_file()
+
+
+def _recovered(path: Path) -> Path:
+    """`path`, after undoing a replace that a kill cut between its two renames (`path` moved to
+    `.<name>.old`, the new one not yet in place): the old checkpoint goes back where it was."""
+    old = path.with_name(f".{path.name}.old")
+    if not path.exists() and old.is_dir():
+        try:
+            os.replace(old, path)
+        except OSError:
+            pass  # another process got there first, or the folder is read-only: the caller reports
+    return path
 
 
 def _jsonable(x: Any) -> Any:

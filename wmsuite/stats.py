@@ -24,4 +24,5 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # clamped to contain p: rounding puts the bound a hair inside it at 0 or n successes
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))

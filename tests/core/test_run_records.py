@@ -189,3 +189,15 @@ def test_leftover_shards_of_another_collection_are_refused(tmp_path, capsys, mon
     assert main([*base, "--skill", "1.0", "--seed", "3", "--force-new"]) == 0
     eps = _episodes(tmp_path / "d.hdf5")
     assert [ep.meta["seed"] for ep in eps] == [3, 4, 5, 6] and {ep.meta["policy_id"] for ep in eps} == {"expert@1"}
+
+
+def test_a_checkpoint_replace_cut_between_its_renames_is_undone(tmp_path):
+    import torch
+
+    from wmsuite.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
+
+    ckpt = tmp_path / "latest"
+    save_checkpoint(ckpt, {"w": torch.zeros(2)}, {"class": "X"})
+    ckpt.rename(tmp_path / ".latest.old")  # the state a kill leaves between the two renames of a replace
+    assert not ckpt.exists() and is_checkpoint(ckpt)  # put back by the reader
+    assert torch.equal(load_checkpoint(ckpt)[0]["w"], torch.zeros(2))

@@ -116,6 +116,32 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
     assert [r["loss"] for r in rows["b"]] == [r["loss"] for r in rows["a"]]
 
 
+def test_a_kill_between_the_train_state_and_its_export_is_repaired_on_resume(tmp_path):
+    """The train state is written before the export; a resume re-exports it, so the exported weights
+    end equal to an uninterrupted run's even when the kill fell between the two."""
+    def export_to(path, module):
+        return lambda step: path.write_text(json.dumps([step, module.module.weight.item()]))
+
+    once = Objective(linear(), noisy_mse)
+    Trainer(tmp_path / "a", progress=False).fit("fit", once, cfg(), random_batches,
+                                                export=export_to(tmp_path / "a.json", once))
+    killed = Objective(linear(), noisy_mse)
+
+    def dies_at_the_second_export(step):
+        if step == 4:
+            raise KeyboardInterrupt  # the train state of step 4 is on disk, its export is not
+        (tmp_path / "b.json").write_text(json.dumps([step, killed.module.weight.item()]))
+
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(tmp_path / "b", progress=False).fit("fit", killed, cfg(), random_batches,
+                                                    export=dies_at_the_second_export)
+    assert json.loads((tmp_path / "b.json").read_text())[0] == 2
+    again = Objective(linear(seed=5), noisy_mse)
+    Trainer(tmp_path / "b", progress=False).fit("fit", again, cfg(), random_batches, resume=True,
+                                                export=export_to(tmp_path / "b.json", again))
+    assert (tmp_path / "b.json").read_text() == (tmp_path / "a.json").read_text()
+
+
 def test_a_non_finite_loss_stops_the_run_before_the_step_is_applied(tmp_path):
     from wmsuite.train import TrainingDivergedError
 

@@ -47,7 +47,8 @@ class CollectConfig:
     image_size: int = 64
     """Camera image size in pixels."""
     append: bool = False
-    """Add episodes to an existing --out instead of refusing to touch it."""
+    """Add episodes to an existing --out instead of refusing to touch it (rerunning a finished
+    --append command adds nothing: it finds its episodes; pass another --seed to add more)."""
     device: str = "cpu"
     """Torch device for learned policies."""
     force_new: bool = False
@@ -84,10 +85,13 @@ def run(cfg: CollectConfig) -> int:
         check_trust(cfg.policy, trusted=True)
     identity = {"env": cfg.env, "policy": policy_id, "policy_files": {} if expert else spec_fingerprint(cfg.policy),
                 "seed": cfg.seed, "episodes": cfg.episodes, "image_size": cfg.image_size, "append": cfg.append}
+    # a finished collection rerun (a kill as it exited): its episodes, with its id, are the file's last
+    done_start = existing - cfg.episodes if cfg.append else 0
+    if existing and not parts.exists() and done_start >= 0 and \
+            merged_indices(out, _run_id(identity, done_start)) == set(range(cfg.episodes)):
+        print(f"{out} already holds the {cfg.episodes} episodes of this collection; nothing to do")
+        return 0
     if existing and not cfg.append and not parts.exists():
-        if merged_indices(out, _run_id(identity, 0)) == set(range(cfg.episodes)):
-            print(f"{out} already holds the {cfg.episodes} episodes of this collection; nothing to do")
-            return 0
         raise FileExistsError(f"{out} already holds {existing} episodes; pass --append to add more or choose "
                               "another --out")
     record = open_run(parts, "collect", identity, force_new=cfg.force_new, state={"start": existing})

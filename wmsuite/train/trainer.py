@@ -129,6 +129,8 @@ class Trainer:
             print(f"{name}: resuming at step {step} from {state_dir}")
         if self.logger is not None:  # rows an interrupted attempt logged past this point are redone
             self.logger.rewind(log_offset + step, stage=name)
+        if resume:  # an export is never ahead of its train state; this repairs one a kill left behind
+            self._export(module, average, step, export)
         if step >= cfg.steps:
             print(f"{name}: already at step {step} of {cfg.steps}; nothing to train")
             return FitResult(step)
@@ -186,16 +188,24 @@ class Trainer:
     def _save(self, state_dir: Path, module: nn.Module, optimizer: torch.optim.Optimizer,
               average: WeightAverage | None, step: int, meta: dict[str, Any],
               export: Callable[[int], None] | None) -> None:
-        if export is not None:
-            was_training = module.training
-            module.eval()
-            if average is None:
-                export(step)
-            else:
-                with average.swapped(module):
-                    export(step)
-            module.train(was_training)
+        """The train state first, then the export: a kill in between leaves an export behind its
+        state, which the resume rewrites, never one ahead of it."""
         save_train_state(state_dir, module, optimizer, average, step, meta)
+        self._export(module, average, step, export)
+
+    @staticmethod
+    def _export(module: nn.Module, average: WeightAverage | None, step: int,
+                export: Callable[[int], None] | None) -> None:
+        if export is None:
+            return
+        was_training = module.training
+        module.eval()
+        if average is None:
+            export(step)
+        else:
+            with average.swapped(module):
+                export(step)
+        module.train(was_training)
 
     def discard_state(self, name: str) -> None:
         """Forget stage `name`'s train state (e.g. after its module's architecture changed)."""
