@@ -58,8 +58,7 @@ class Sizes:
     wm_steps: int = 40
     """train-wm dynamics steps (a save every 4), then 4 heads steps (a save every 2)."""
     eval_episodes: int = 5
-    """eval episodes per policy. Not 6: with 6 of 6 successes wilson_interval's upper bound rounds to just
-    below 1.0, the scatter plot refuses the negative error bar and eval exits 2 after writing metrics.json."""
+    """eval episodes per policy (two policies, two env workers)."""
 
 
 FULL, TINY = Sizes(), Sizes(collect_episodes=8, policy_steps=40, wm_steps=12, eval_episodes=2)
