@@ -4,7 +4,7 @@
 
 `inner` is any spec `--policy` accepts except the bare word 'expert' (name the expert as
 `wmsuite.envs.experts:make_expert{...}` instead): a checkpoint path, an `assets:` path, or a
-`module:attr{json}`.
+`module:attr{json}`, which, nested, runs only with --trust-code (wmsuite/specs.py).
 """
 
 from __future__ import annotations

@@ -57,6 +57,8 @@ class EvalPolicyConfig:
     """Frame rate of the videos."""
     device: str = "cpu"
     """Torch device for learned policies."""
+    trust_code: bool = False
+    """Let specs nested in --policy (a wrapper's `inner`) name `module:attr` code (wmsuite/specs.py)."""
     threads: int = 2
     """torch.set_num_threads on CPU."""
 
@@ -81,7 +83,8 @@ CONFIG = EvalPolicyConfig
 def run(cfg: EvalPolicyConfig) -> int:
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
-    policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device)
+    policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device,
+                            trust_code=cfg.trust_code)
     policy_id = cfg.policy if cfg.policy != "expert" else f"expert@{cfg.skill:g}"
     metrics = evaluate(policy, cfg.env, cfg.episodes, cfg.seed, Path(cfg.out), num_envs=cfg.num_envs,
                        image_size=cfg.image_size, n_action_steps=cfg.n_action_steps, videos=cfg.videos,
