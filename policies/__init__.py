@@ -17,10 +17,12 @@ from typing import Any
 
 import torch
 
-from wmsuite.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
+from wmsuite.checkpoint import load_checkpoint, save_checkpoint
 from wmsuite.config import from_dict, to_dict
 from wmsuite.policies.config import PolicyConfig
 from wmsuite.policies.model import ActionHead, ChunkPolicy, ObsEncoder
+from wmsuite.specs import ASSETS_PREFIX, checkpoint_dir
+from wmsuite.specs import resolve_asset as resolve_path
 
 # kind -> one-line description. The one registry of trainable policies; tests sweep it.
 POLICY_KINDS: dict[str, str] = {
@@ -28,7 +30,6 @@ POLICY_KINDS: dict[str, str] = {
     "diffusion": "Diffusion Policy-style DDPM training, DDIM sampling (diffusers schedulers)",
 }
 CHECKPOINT_CLASS = "ChunkPolicy"
-ASSETS_PREFIX = "assets:"
 
 __all__ = ["ASSETS_PREFIX", "POLICY_KINDS", "ActionHead", "ChunkPolicy", "ObsEncoder", "PolicyConfig",
            "load_policy", "make_policy", "resolve_path", "save_policy"]
@@ -39,16 +40,6 @@ def make_policy(kind: str, dims: dict[str, int], stats: dict[str, Any], **config
     if kind not in POLICY_KINDS:
         raise ValueError(f"unknown policy kind {kind!r}; known: {', '.join(POLICY_KINDS)}")
     return ChunkPolicy(PolicyConfig(kind=kind, **config), dims, stats)  # type: ignore[arg-type]
-
-
-def resolve_path(spec: str | Path) -> Path:
-    """`assets:policies/x` -> <installed wmsuite.assets>/policies/x; anything else is a plain path."""
-    text = str(spec)
-    if text.startswith(ASSETS_PREFIX):
-        import wmsuite.assets
-
-        return Path(wmsuite.assets.__file__).parent / text[len(ASSETS_PREFIX):]
-    return Path(text)
 
 
 def save_policy(policy: ChunkPolicy, path: str | Path, dtype: torch.dtype = torch.float32,
@@ -68,9 +59,7 @@ def save_policy(policy: ChunkPolicy, path: str | Path, dtype: torch.dtype = torc
 def load_policy(path: str | Path, device: str = "cpu") -> ChunkPolicy:
     """Load a checkpoint written by `save_policy` (a directory, a train-policy run directory, whose
     latest/ it loads, or an `assets:` spec) in eval mode."""
-    path = resolve_path(path)
-    if not is_checkpoint(path) and is_checkpoint(path / "latest"):
-        path = path / "latest"
+    path = checkpoint_dir(path) or resolve_path(path)
     tensors, config = load_checkpoint(path, expect_class=CHECKPOINT_CLASS)
     for key in ("policy", "dims"):
         if key not in config:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wmsuite.checkpoint import is_checkpoint, load_checkpoint
+from wmsuite.checkpoint import load_checkpoint
 from wmsuite.config import from_dict
+from wmsuite.specs import checkpoint_dir
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 from wmsuite.world_models.env import WorldModelEnv, make_world_model_env
 from wmsuite.world_models.model import BACKWARD, FORWARD, LatentWorldModel
@@ -25,11 +26,9 @@ WORLD_MODELS: dict[str, type[LatentWorldModel]] = {"LatentWorldModel": LatentWor
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint directory, or a training run directory (its `latest/` checkpoint)."""
-    path = Path(path)
-    if is_checkpoint(path):
-        return path
-    if is_checkpoint(path / "latest"):
-        return path / "latest"
+    found = checkpoint_dir(path)
+    if found is not None:
+        return found
     raise FileNotFoundError(f"{path} is neither a world-model checkpoint (model.safetensors + config.json) nor a "
                             "run directory with latest/; train one with `wmsuite train-wm` or use assets/wm/pushcube")
 

@@ -9,7 +9,6 @@ dispatches the same way over `BENCHES`.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from pathlib import Path
@@ -66,7 +65,9 @@ def _dispatch(prog: str, registry: dict[str, tuple[str, str]], argv: list[str]) 
         return int(module.main(argv[1:]) or 0)
     default = module.default(argv[1:]) if hasattr(module, "default") else None
     cfg = parse(module.CONFIG, argv[1:], prog=f"{prog} {name}", description=registry[name][1], default=default)
-    logging.basicConfig(level=os.environ.get("WMSUITE_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
+    from wmsuite.cli.common import setup_logging  # here: `wmsuite --help` imports no torch
+
+    setup_logging()
     try:
         out = str(getattr(cfg, "out", "") or "")
         if out:  # a read-only or misspelled --out fails now, not after the compute

@@ -57,22 +57,15 @@ def _resolve(spec: str, env_id: str | None, skill: float, seed: int, device: str
 
 
 def check_env_id(env_id: str) -> str:
-    """`env_id` if Gymnasium knows it (after importing the module an `pkg.module:Ns/Name-v0` id names);
-    a ValueError listing wmsuite's ids otherwise."""
-    import importlib
-
-    import gymnasium as gym
-
+    """`env_id` if Gymnasium knows it; a ValueError that also lists wmsuite's ids otherwise."""
     from wmsuite.envs import wmsuite_ids
+    from wmsuite.rollout.engine import checked_env_id
 
-    module, _, name = env_id.rpartition(":")
     try:
-        if module:
-            importlib.import_module(module)
-        gym.spec(name)
-    except (gym.error.Error, ImportError) as err:
-        raise ValueError(f"unknown env id {env_id!r} ({err}); wmsuite's are {', '.join(wmsuite_ids())} "
-                         "(robosuite and LIBERO ids need their extras)") from err
+        checked_env_id(env_id)
+    except ValueError as err:
+        raise ValueError(f"{err}; wmsuite's are {', '.join(wmsuite_ids())} (robosuite and LIBERO ids need "
+                         "their extras)") from err
     return env_id
 
 

@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from wmsuite.cli.common import check_env_id, resolve_policy, setup_logging
+from wmsuite.cli.common import check_env_id, resolve_policy
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
@@ -161,7 +161,6 @@ def make_env_factory(cfg: EvalConfig, model):
 def run(cfg: EvalConfig) -> int:
     from wmsuite.world_models import resolve_checkpoint
 
-    setup_logging()
     out = Path(cfg.out)
     entries, trusted = policy_entries(cfg)
     check_env_id(cfg.env)

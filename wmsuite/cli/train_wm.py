@@ -148,11 +148,11 @@ def run(cfg: TrainWMConfig) -> int:
         if model is None:  # --stage codec
             return 0
         resume_state = cfg.resume and is_checkpoint(trainer.state_dir("dynamics"))
-        from_latest = cfg.resume and not resume_state and is_checkpoint(out / "latest")
-        start = json.loads((out / "latest" / "config.json").read_text())["step"] if from_latest else 0
+        before = json.loads((out / "latest" / "config.json").read_text())["step"] if is_checkpoint(out / "latest") else -1
+        from_latest = cfg.resume and not resume_state and before >= 0
+        start = before if from_latest else 0
         if from_latest:
             print(f"{out} has no dynamics train state: going on from {out / 'latest'} (step {start}) with a fresh optimizer")
-        before = json.loads((out / "latest" / "config.json").read_text())["step"] if is_checkpoint(out / "latest") else -1
         result = train_dynamics(trainer, model, episodes, cfg.dynamics, cfg.moving_fraction, resume=resume_state,
                                 start_step=start)
         print(f"dynamics at step {result.steps} after {(time.time() - began) / 60:.1f} min -> {out / 'latest'}")

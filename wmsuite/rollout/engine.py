@@ -89,20 +89,27 @@ def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    full_id = env_id if ":" in env_id or not env_id.startswith("wmsuite/") else f"wmsuite.envs:{env_id}"
-    kwargs = dict(env_kwargs or {})
-    module, _, name = full_id.rpartition(":")
-    try:
-        if module:
-            importlib.import_module(module)  # what gym.make does in each worker, done here once to check the id
-        gym.spec(name)  # unknown ids fail here, in the parent, with gymnasium's list of near matches
-    except (gym.error.Error, ImportError) as err:
-        raise ValueError(f"unknown env id {env_id!r}: {err}") from err
-    fns = [_EnvFactory(full_id, kwargs) for _ in range(num_envs)]
+    full_id = checked_env_id(env_id)
+    fns = [_EnvFactory(full_id, dict(env_kwargs or {})) for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.DISABLED
     if asynchronous and num_envs > 1:
         return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode, context="spawn")
     return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+
+
+def checked_env_id(env_id: str) -> str:
+    """`env_id` with the module that registers it (`pkg.module:Ns/Name-v0`; `wmsuite.envs` for
+    wmsuite's own ids, so spawned workers find them too), after checking in this process that
+    Gymnasium knows it; a ValueError with Gymnasium's near matches otherwise."""
+    full_id = env_id if ":" in env_id or not env_id.startswith("wmsuite/") else f"wmsuite.envs:{env_id}"
+    module, _, name = full_id.rpartition(":")
+    try:
+        if module:
+            importlib.import_module(module)  # what gym.make does in each worker
+        gym.spec(name)
+    except (gym.error.Error, ImportError) as err:
+        raise ValueError(f"unknown env id {env_id!r} ({err})") from err
+    return full_id
 
 
 @dataclass
