@@ -12,6 +12,11 @@ its seeds. Every finished episode is appended to `episodes.jsonl` at once; a rer
 output directory skips complete waves and redoes incomplete ones whole, keeping the first record
 of each episode, so an interrupted evaluation finishes with the numbers an uninterrupted one gives.
 
+Judges: the learned simulator reports which success judge fired at which step (`judge/<name>`,
+world_models/env.py); each episode record holds `judge_<name>_step` (first step it fired, -1 never)
+and each policy's row `judge_<name>_rate` and `judge_<name>_step_median`, beside the mean episode
+length in each simulator (`real_length`, `wm_length`, in actions): where the imagined episodes ended.
+
 Trust signals: the engine keeps every `trust/<signal>` a step's info carries in the episode's
 `meta["trust"]`; each episode record holds `trust_<signal>_mean` and `trust_<signal>_max` over its
 steps, and each policy's row in the metrics holds, for every such key, its mean over the policy's
@@ -48,6 +53,10 @@ class PolicyEntry:
     """Label in the report."""
     spec: str
     """What `--policy` accepts (resolved by the caller's `make_policy`)."""
+    family: str = ""
+    """The zoo family it belongs to (per-family figures); empty for none."""
+    split: str = ""
+    """The zoo split it belongs to ('validation' or 'test'); empty for none."""
 
 
 @dataclass
@@ -153,6 +162,9 @@ def _record(policy: str, sim: str, ep: Episode) -> dict[str, Any]:
     for key, values in ep.meta.get("trust", {}).items():
         row[key.replace("trust/", "trust_") + "_mean"] = float(np.mean(values))
         row[key.replace("trust/", "trust_") + "_max"] = float(np.max(values))
+    for key, values in ep.meta.get("judge", {}).items():  # the learned simulator's judges, per step
+        fired = np.flatnonzero(np.asarray(values) > 0)
+        row[key.replace("judge/", "judge_") + "_step"] = int(fired[0]) if len(fired) else -1
     return row
 
 
@@ -171,20 +183,56 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
         real, pred = outcomes["real"], outcomes["wm"]
         r_lo, r_hi = wilson_interval(int(real.sum()), len(real))
         p_lo, p_hi = wilson_interval(int(pred.sum()), len(pred))
-        trust = _trust_means([done[(entry.name, "wm", i)] for i in range(setup.episodes)])
-        rows.append({"name": entry.name, "spec": entry.spec, "real_success": float(real.mean()),
+        wm_recs = [done[(entry.name, "wm", i)] for i in range(setup.episodes)]
+        trust = _trust_means(wm_recs)
+        rows.append({"name": entry.name, "spec": entry.spec, "family": entry.family, "split": entry.split,
+                     "real_success": float(real.mean()),
                      "real_ci": [r_lo, r_hi], "predicted_success": float(pred.mean()), "predicted_ci": [p_lo, p_hi],
                      "episode_agreement": float((real == pred).mean()),
-                     "idm_error": trust.get("trust_idm_error_mean", math.nan), **trust})
+                     "idm_error": trust.get("trust_idm_error_mean", math.nan), **trust,
+                     "real_length": float(np.mean([done[(entry.name, "real", i)].get("length", math.nan)
+                                                   for i in range(setup.episodes)])),
+                     "wm_length": float(np.mean([r.get("length", math.nan) for r in wm_recs])),
+                     **_judge_figures(wm_recs)})
         real_outcomes.append(real)
         sim_outcomes.append(pred)
     metrics: dict[str, Any] = {"env": setup.env_id, "n_policies": len(rows), "episodes_per_policy": setup.episodes,
                                "seed": setup.seed, "policies": rows}
+    if any(r["family"] for r in rows):
+        metrics["families"] = family_metrics(rows)
     if len(rows) >= 2:
         metrics.update(all_metrics([r["predicted_success"] for r in rows], [r["real_success"] for r in rows]))
         for name, (lo, hi) in bootstrap(sim_outcomes, real_outcomes, samples=bootstrap_samples, seed=setup.seed).items():
             metrics[f"{name}_ci"] = [lo, hi]
     return metrics
+
+
+def family_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """family -> its number of policies, mean |predicted - real| and, with two policies or more, every
+    cross-policy metric (all_metrics) over that family's rows alone."""
+    out = {}
+    for family in sorted({r["family"] for r in rows}):
+        mine = [r for r in rows if r["family"] == family]
+        pred, real = [r["predicted_success"] for r in mine], [r["real_success"] for r in mine]
+        figures: dict[str, float] = {"n_policies": len(mine),
+                                     "mean_abs_error": float(np.mean(np.abs(np.subtract(pred, real))))}
+        if len(mine) >= 2:
+            figures.update(all_metrics(pred, real))
+        out[family] = figures
+    return out
+
+
+def _judge_figures(records: list[dict[str, Any]]) -> dict[str, float]:
+    """For every judge the learned simulator reported (`judge_<name>_step`, the world-model step it first
+    fired at, -1 for never): the fraction of episodes in which it fired before the episode ended
+    (`judge_<name>_rate`) and the median step at which it did (`judge_<name>_step_median`, NaN if never)."""
+    out = {}
+    for key in sorted({k for r in records for k in r if k.startswith("judge_") and k.endswith("_step")}):
+        steps = np.array([r.get(key, -1) for r in records])
+        name = key.removesuffix("_step")
+        out[f"{name}_rate"] = float((steps >= 0).mean())
+        out[f"{name}_step_median"] = float(np.median(steps[steps >= 0])) if (steps >= 0).any() else math.nan
+    return out
 
 
 def _trust_means(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -30,12 +30,25 @@ def write_report(metrics: dict[str, Any], out: Path, videos: list[Path] | None =
         if key in metrics:
             lo, hi = metrics.get(f"{key}_ci", [math.nan, math.nan])
             lines.append(f"| {key} | {metrics[key]:.3f} | [{lo:.3f}, {hi:.3f}] |")
-    lines += ["", "| policy | real success (95% Wilson) | predicted success (95% Wilson) | per-episode agreement | "
-              "mean IDM error |", "|---|---|---|---|---|"]
+    if metrics.get("families"):
+        lines += ["", "| family | policies | Pearson | MMRV | mean abs error |", "|---|---|---|---|---|"]
+        for family, f in metrics["families"].items():
+            lines.append(f"| {family} | {f['n_policies']} | {f.get('pearson', math.nan):.3f} | "
+                         f"{f.get('mmrv', math.nan):.3f} | {f['mean_abs_error']:.3f} |")
+    judges = sorted({k.removesuffix("_rate").removeprefix("judge_") for p in metrics["policies"] for k in p
+                     if k.startswith("judge_") and k.endswith("_rate")})
+    lines += ["", "Where the episodes ended: mean length in actions, real / imagined; for each judge of the learned "
+              "simulator, the share of imagined episodes in which it fired (and its median step).", "",
+              "| policy | family | real success (95% Wilson) | predicted success (95% Wilson) | per-episode agreement | "
+              "mean IDM error | length real / imagined | " + " | ".join(f"judge {j}" for j in judges) + " |",
+              "|---" * (7 + len(judges)) + "|"]
     for p in metrics["policies"]:
-        lines.append(f"| {p['name']} | {p['real_success']:.2f} [{p['real_ci'][0]:.2f}, {p['real_ci'][1]:.2f}] | "
-                     f"{p['predicted_success']:.2f} [{p['predicted_ci'][0]:.2f}, {p['predicted_ci'][1]:.2f}] | "
-                     f"{p['episode_agreement']:.2f} | {p['idm_error']:.3f} |")
+        fired = " | ".join(f"{p.get(f'judge_{j}_rate', math.nan):.2f} ({p.get(f'judge_{j}_step_median', math.nan):.0f})"
+                           for j in judges)
+        lines.append(f"| {p['name']} | {p.get('family', '')} | {p['real_success']:.2f} [{p['real_ci'][0]:.2f}, "
+                     f"{p['real_ci'][1]:.2f}] | {p['predicted_success']:.2f} [{p['predicted_ci'][0]:.2f}, "
+                     f"{p['predicted_ci'][1]:.2f}] | {p['episode_agreement']:.2f} | {p['idm_error']:.3f} | "
+                     f"{p.get('real_length', math.nan):.0f} / {p.get('wm_length', math.nan):.0f} | {fired} |")
     lines += ["", f"![predicted vs real success]({scatter.name})", ""]
     if videos:
         lines += ["Real (left) vs imagined (right), same policy, same initial state:", ""]

@@ -17,8 +17,13 @@
   all sub-envs in one batch, through `rollout` in rollout.py) and returns the observation after the
   chunk, in the real env's format: pixels[camera] uint8 (S, S, 3), agent_pos and environment_state
   from the learned frame heads.
-- terminated: the success head says the task succeeded on one of the chunk's frames (the
+- terminated: the success *judge* says the task succeeded on one of the chunk's frames (the
   observation is then that frame, as the real env stops there); truncated: `horizon` steps done.
+  Judges: "head" (the learned success head), "state" (the task's own success rule, `success_fn`,
+  applied to the environment_state head's reading of each generated frame: success follows from
+  where the imagined object is, not from correlates such as where the agent is) and "both" (the two
+  agree). Every judge the env can compute is reported per step in info as `judge/<name>` (1.0 when
+  it fires on one of the chunk's frames), whichever one ends episodes, so they can be compared.
   reward: the reward head summed over the chunk's frames up to the observed one.
 - info (arrays over sub-envs): is_success, and trust signals `trust/idm_error` (mean absolute error of
   the actions the inverse-dynamics head recovers from the generated frames vs the actions given) and
@@ -47,6 +52,8 @@ from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
 Observation = dict[str, Any]
+JUDGES = ("head", "state", "both")
+"""What ends an imagined episode as a success (see the module docstring)."""
 ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
 
 
@@ -87,13 +94,20 @@ class WorldModelEnv(gym.vector.VectorEnv):
     def __init__(self, model: LatentWorldModel, context_source: ContextSource, num_envs: int = 1,
                  horizon: int = 20, action_low: float = -1.0, action_high: float = 1.0,
                  success_threshold: float = 0.5, terminate_on_success: bool = True,
-                 sampling_steps: int | None = None, device: str = "cpu", seed: int = 0) -> None:
+                 sampling_steps: int | None = None, device: str = "cpu", seed: int = 0,
+                 success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head") -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1 world-model steps, got {horizon}")
         if not 0.0 < success_threshold < 1.0:
             raise ValueError(f"success_threshold must be in (0, 1), got {success_threshold}")
+        if judge not in JUDGES:
+            raise ValueError(f"judge must be one of {', '.join(JUDGES)}, got {judge!r}")
+        if judge != "head" and success_fn is None:
+            raise ValueError(f"judge {judge!r} needs success_fn, the task's success rule on environment_state "
+                             "(e.g. wmsuite.envs.get_probe(env_id).success_from_env_state)")
+        self.success_fn, self.judge = success_fn, judge
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -172,7 +186,12 @@ class WorldModelEnv(gym.vector.VectorEnv):
             heads = model.predict_heads(lat)  # each (n, H, ...)
             idm = model.inverse_dynamics(before.newest, lat)  # (n, H, A)
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
-            hit = prob > self.success_threshold
+            fired = {"head": (prob > self.success_threshold).cpu().numpy()}  # judge -> (n, H) bool
+            if self.success_fn is not None:
+                env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
+                fired["state"] = np.asarray(self.success_fn(env_state), bool).reshape(prob.shape)
+                fired["both"] = fired["head"] & fired["state"]
+            hit = torch.as_tensor(fired[self.judge], device=self.device)  # (n, H)
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,
                                                                                      dtype=torch.long))  # (n,)
             rows = torch.arange(self.num_envs, device=self.device)
@@ -191,6 +210,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             "trust/idm_error": (idm - act).abs().mean(dim=(1, 2)).cpu().numpy(), "_trust/idm_error": ones,
             "trust/success_prob": prob.max(1).values.cpu().numpy(), "_trust/success_prob": ones,
         }
+        for name, f in fired.items():
+            info[f"judge/{name}"], info[f"_judge/{name}"] = f.any(1).astype(np.float32), ones
         return self._obs(), reward.cpu().numpy().astype(np.float32), terminated, truncated, info
 
     def close(self, **kwargs: Any) -> None:
@@ -216,13 +237,16 @@ class WorldModelEnv(gym.vector.VectorEnv):
 
 def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_envs: int, *, device: str = "cpu",
                          sampling_steps: int | None = None, seed: int = 0,
-                         success_threshold: float = 0.5) -> WorldModelEnv:
+                         success_threshold: float = 0.5,
+                         success_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+                         judge: str = "head") -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
-    (`gymnasium.make(env_id)`) reset with the same seed. world_models never imports wmsuite.envs: the
+    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn` and `judge`: see the module
+    docstring (the caller passes the task probe's `success_from_env_state`). world_models never imports wmsuite.envs: the
     caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
@@ -241,4 +265,4 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     return WorldModelEnv(model, GymResetContext(lambda: gym.make(env_id)), num_envs=num_envs,
                          horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
-                         seed=seed)
+                         seed=seed, success_fn=success_fn, judge=judge)

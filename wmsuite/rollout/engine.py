@@ -297,7 +297,7 @@ class _Recorder:
         self.success = bool(info.get("is_success", False))
         self.task = str(info.get("task", ""))
         self.sim = [info["sim_state"]] if "sim_state" in info else None
-        self.trust: list[dict[str, float]] = []
+        self.signals: dict[str, list[dict[str, float]]] = {k: [] for k in SIGNALS}  # per step
 
     def add(self, action: np.ndarray, reward: float, obs: dict[str, Any], info: dict[str, Any]) -> None:
         if self.frames:
@@ -311,9 +311,10 @@ class _Recorder:
         self.success = bool(info.get("is_success", False))
         if self.sim is not None and "sim_state" in info:
             self.sim.append(info["sim_state"])
-        trust = {k: float(v) for k, v in info.items() if k.startswith("trust/")}
-        if trust:
-            self.trust.append(trust)
+        for kind, steps in self.signals.items():
+            values = {k: float(v) for k, v in info.items() if k.startswith(kind + "/")}
+            if values:
+                steps.append(values)
 
     def episode(self, terminated: bool, truncated: bool, meta: dict[str, Any]) -> Episode:
         # (T, A). A chunk env takes H actions per step and returns one observation after them: the
@@ -325,12 +326,18 @@ class _Recorder:
         obs = {c: np.stack(f)[idx] for c, f in self.pixels.items()}
         rewards = np.zeros(actions.shape[0], np.float32)
         rewards[per - 1 :: per] = self.rewards
-        if self.trust:
-            meta = {**meta, "trust": {k: [t[k] for t in self.trust] for k in self.trust[0]}}
+        for kind, per_step in self.signals.items():
+            if per_step:
+                meta = {**meta, kind: {k: [t[k] for t in per_step] for k in per_step[0]}}
         sim = np.stack(self.sim)[idx] if self.sim is not None and len(self.sim) == steps + 1 else None
         return Episode(obs=obs, state=np.stack(self.state)[idx], env_state=np.stack(self.env_state)[idx],
                        actions=actions, rewards=rewards, success=self.success, terminated=terminated,
                        truncated=truncated, sim_states=sim, task=self.task, meta=meta)
+
+
+SIGNALS = ("trust", "judge")
+"""Per-step info keys `<kind>/<name>` the engine keeps in an episode's meta[kind][key] (a list over
+steps): trust signals, and the learned simulator's success judges (which judge fired when)."""
 
 
 def _flat(obs: dict[str, Any], key: str) -> np.ndarray:

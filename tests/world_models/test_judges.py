@@ -1,0 +1,88 @@
+"""WorldModelEnv's success judges: the head, the task's rule on the environment_state head, both; every
+judge reported per step, the chosen one ending episodes, and clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.world_models.conftest import tiny_model
+from wmsuite.rollout import RolloutConfig
+from wmsuite.rollout import rollout as run_policy
+from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+
+
+class _Zeros:
+    def reset(self):
+        pass
+
+    def predict_action_chunk(self, obs):
+        return np.zeros((len(obs["agent_pos"]), 2, 2), np.float32)
+
+
+def _env(episodes, success_fn=None, judge="head", n=4):
+    model = tiny_model(episodes, camera="top")
+    return WorldModelEnv(model, EpisodeContext(episodes), num_envs=n, horizon=3, seed=0, success_fn=success_fn,
+                         judge=judge)
+
+
+def _x_above(threshold):
+    """A success rule on environment_state (..., 4): the square's x reading above `threshold`."""
+    return lambda env_state: np.asarray(env_state)[..., 0] > threshold
+
+
+def test_state_judge_follows_the_rule_on_the_env_state_head(episodes):
+    """With judge 'state' an episode ends exactly when the task's rule holds on the environment_state head
+    of one of the chunk's frames, and the observation is the first such frame; the head judge is still
+    reported beside it."""
+    seen = []
+
+    def rule(env_state):
+        seen.append(np.array(env_state))
+        return np.asarray(env_state)[..., 0] > np.median(seen[0][..., 0])  # fires on some frames, not all
+
+    env = _env(episodes, rule, "state")
+    env.reset(seed=[0, 1, 2, 3])
+    _, _, term, _, info = env.step(np.zeros((4, 2, 2), np.float32))
+    states = seen[0]  # (n, H, E): what the heads read on every generated frame
+    fired = states[..., 0] > np.median(states[..., 0])
+    np.testing.assert_array_equal(term, fired.any(1))
+    np.testing.assert_array_equal(info["judge/state"], fired.any(1).astype(np.float32))
+    assert set(info) >= {"judge/head", "judge/state", "judge/both"}
+    np.testing.assert_array_equal(info["judge/both"], (info["judge/head"] > 0) & fired.any(1))
+    obs = env._env_state  # the observation's environment_state: the first firing frame where one fired
+    first = np.where(fired.any(1), fired.argmax(1), 1)
+    np.testing.assert_allclose(obs, states[np.arange(4), first], rtol=1e-6)
+
+
+def test_judges_that_never_and_always_fire(episodes):
+    never = _env(episodes, lambda s: np.zeros(np.shape(s)[:-1], bool), "state")
+    always = _env(episodes, lambda s: np.ones(np.shape(s)[:-1], bool), "state")
+    for env, expect in ((never, False), (always, True)):
+        env.reset(seed=[0, 1, 2, 3])
+        _, _, term, trunc, info = env.step(np.zeros((4, 2, 2), np.float32))
+        assert (term == expect).all() and (info["is_success"] == expect).all() and not trunc.any()
+
+
+def test_the_engine_keeps_judge_steps_in_episode_meta(episodes):
+    """The rollout engine records every judge's value per step (meta['judge']), so an evaluation can say
+    which judge fired when."""
+    env = _env(episodes, _x_above(1e9), "state")  # never fires: every episode runs its 3 steps
+    eps = list(run_policy(_Zeros(), env, RolloutConfig(episodes=4, seed=0, progress=False)))
+    for ep in eps:
+        assert set(ep.meta["judge"]) == {"judge/head", "judge/state", "judge/both"}
+        assert ep.meta["judge"]["judge/state"] == [0.0, 0.0, 0.0]
+        assert not ep.success and ep.truncated
+
+
+def test_bad_judge_settings_are_refused(episodes):
+    with pytest.raises(ValueError, match="judge must be one of"):
+        _env(episodes, _x_above(0), "oracle")
+    with pytest.raises(ValueError, match="needs success_fn"):
+        _env(episodes, None, "state")
+    env = _env(episodes)  # the head alone: no state judge reported
+    env.reset(seed=[0, 1, 2, 3])
+    with torch.no_grad():
+        info = env.step(np.zeros((4, 2, 2), np.float32))[-1]
+    assert "judge/head" in info and "judge/state" not in info
