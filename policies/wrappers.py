@@ -58,3 +58,61 @@ class ActionOffset:
             raise ValueError(f"offset has {self.offset.shape[0]} entries, the inner policy's actions have "
                              f"{chunk.shape[-1]}")
         return np.clip(chunk + self.offset, self.low, self.high)
+
+
+class _Wrapper:
+    """Forwards the Policy contract to `inner`; subclasses change `predict_action_chunk`."""
+
+    def __init__(self, inner: str, device: str = "cpu") -> None:
+        self.inner = load_spec(inner, device=device)
+        if hasattr(self.inner, "n_action_steps"):
+            self.n_action_steps = self.inner.n_action_steps
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def _inner_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        return as_numpy_chunk(self.inner.predict_action_chunk(obs), len(obs["agent_pos"]))  # (B, H, A)
+
+    def select_action(self, obs: dict[str, Any]) -> np.ndarray:
+        return self.predict_action_chunk(obs)[:, 0]
+
+    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class ActionNoise(_Wrapper):
+    """The inner policy's actions plus Gaussian noise of standard deviation `std`, clipped to [low, high]:
+    a shaky policy. The noise comes from numpy's global generator, which `wmsuite eval` seeds per wave."""
+
+    def __init__(self, inner: str, std: float, low: float = -1.0, high: float = 1.0, device: str = "cpu") -> None:
+        if not std >= 0:
+            raise ValueError(f"std must be >= 0, got {std!r}")
+        super().__init__(inner, device)
+        self.std, self.low, self.high = float(std), low, high
+        if hasattr(self.inner, "reset_envs"):
+            self.reset_envs = self.inner.reset_envs
+
+    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        chunk = self._inner_chunk(obs)
+        noise = np.random.normal(0.0, self.std, chunk.shape)  # noqa: NPY002  (seeded by the caller)
+        return np.clip(chunk + noise, self.low, self.high).astype(np.float32)
+
+
+class ActionScale(_Wrapper):
+    """The inner policy's actions times `scale` per dimension (a float or a list), clipped: a slow
+    (scale < 1), hasty (> 1) or mirrored (< 0) policy."""
+
+    def __init__(self, inner: str, scale: float | Sequence[float], low: float = -1.0, high: float = 1.0,
+                 device: str = "cpu") -> None:
+        super().__init__(inner, device)
+        self.scale = np.asarray(scale, np.float32)  # () or (A,)
+        if self.scale.ndim > 1:
+            raise ValueError(f"scale must be a float or a list of per-dimension floats, got {scale!r}")
+        self.low, self.high = low, high
+        if hasattr(self.inner, "reset_envs"):
+            self.reset_envs = self.inner.reset_envs
+
+    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        return np.clip(self._inner_chunk(obs) * self.scale, self.low, self.high).astype(np.float32)
+

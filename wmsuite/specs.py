@@ -32,7 +32,11 @@ from typing import Any
 ASSETS_PREFIX = "assets:"
 # `module:attr` targets that hold no code of their own: they build policies from data (offsets,
 # skills) and resolve their nested specs under the same trust rules.
-BUILTIN_CODE = frozenset({"wmsuite.policies.wrappers:ActionOffset", "wmsuite.envs.experts:make_expert"})
+BUILTIN_CODE = frozenset({
+    "wmsuite.policies.wrappers:ActionOffset", "wmsuite.policies.wrappers:ActionNoise",
+    "wmsuite.policies.wrappers:ActionScale", "wmsuite.envs.experts:make_expert", "wmsuite.envs.play:make_play",
+    "wmsuite.envs.behaviours:make_behaviour",
+})
 _CODE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\{.*)?$", re.S)
 _TRUST_CODE: contextvars.ContextVar[bool] = contextvars.ContextVar("wmsuite_trust_code", default=False)
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-wm": ("wmsuite.cli.train_wm", "train an action-conditioned video world model"),
     "eval-wm": ("wmsuite.cli.eval_wm", "measure a world model's open-loop fidelity on held-out episodes"),
     "eval": ("wmsuite.cli.eval", "evaluate policies in a real and a learned simulator and compare"),
+    "select": ("wmsuite.cli.select", "choose a learned simulator on a zoo's validation split, report on its test split"),
     "zoo": ("wmsuite.cli.zoo", "build the policy zoo of a task (policies whose success spans the whole range)"),
     "convert": ("wmsuite.cli.convert", "convert episodes between HDF5 and LeRobotDataset"),
     "bench": ("wmsuite.cli.bench", "benchmarks: envs, wm, policies, attention"),

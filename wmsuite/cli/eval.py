@@ -21,7 +21,7 @@ import json
 import math
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wmsuite.cli.common import check_env_id, resolve_policy
@@ -49,12 +49,20 @@ class EvalConfig:
     """Episodes per policy in each simulator."""
     num_envs: int = 16
     """Sub-environments run as one batch (the policy and the world model see batches of this size)."""
-    seed: int = 0
-    """Episode i of every policy starts from seed `seed + i` in both simulators."""
+    seed: int | None = None
+    """Episode i of every policy starts from seed `seed + i` in both simulators (None: the seed the
+    manifest names for --split, else 0)."""
+    split: str = "all"
+    """Which of the manifest's policies to run: 'validation' (tune checkpoints, recipes and judges on
+    these), 'test' (report these) or 'all'. A split's episodes start from the seed the manifest names for it."""
     videos: int = 3
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
     sampling_steps: int = 0
     """Euler steps per generated chunk in the world model (0: the checkpoint's default)."""
+    judge: str = "head"
+    """What ends an imagined episode as a success: 'head' (the learned success head), 'state' (the
+    task's success rule on the environment_state head's reading of each generated frame) or 'both'.
+    Every judge's firing step is recorded per episode either way (episodes.jsonl, judge_* figures)."""
     device: str = "cpu"
     """Torch device for the world model and learned policies."""
     out: str = "runs/eval-pushcube"
@@ -65,6 +73,12 @@ class EvalConfig:
     """Let the manifest's specs, and specs nested in any spec, name `module:attr` code (read it first)."""
 
     def __post_init__(self) -> None:
+        from wmsuite.world_models.env import JUDGES
+
+        if self.split not in ("all", "validation", "test"):
+            raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
+        if self.judge not in JUDGES:
+            raise ValueError(f"--judge must be one of {', '.join(JUDGES)}, got {self.judge!r}")
         if self.episodes < 1 or self.num_envs < 1 or self.videos < 0 or self.sampling_steps < 0:
             raise ValueError(f"need episodes >= 1, num_envs >= 1, videos >= 0, sampling_steps >= 0; got "
                              f"{self.episodes}, {self.num_envs}, {self.videos}, {self.sampling_steps}")
@@ -73,10 +87,14 @@ class EvalConfig:
 CONFIG = EvalConfig
 
 
-def policy_entries(cfg: EvalConfig) -> tuple[list[PolicyEntry], set[str]]:
-    """The labelled policies to evaluate and the specs among them that are the user's own (typed on
-    the command line), after the trust check of every spec (nothing is imported here)."""
+def policy_entries(cfg: EvalConfig) -> tuple[list[PolicyEntry], set[str], int]:
+    """The labelled policies to evaluate, the specs among them that are the user's own (typed on
+    the command line) and the seed of episode 0, after the trust check of every spec (nothing is
+    imported here)."""
+    seed = cfg.seed
     if cfg.policies:
+        if cfg.split != "all":
+            raise ValueError("--split picks policies from a zoo manifest; it does not apply to --policies")
         entries = [_labelled(s) for s in cfg.policies]
         trusted, source = {e.spec for e in entries}, "--policies"
     else:
@@ -85,9 +103,18 @@ def policy_entries(cfg: EvalConfig) -> tuple[list[PolicyEntry], set[str]]:
             raise FileNotFoundError(f"no zoo manifest at {path}; build one with `wmsuite zoo` or pass --policies")
         try:
             manifest = json.loads(path.read_text())
-            entries = [PolicyEntry(name=str(p["name"]), spec=str(p["spec"])) for p in manifest.get("policies", [])]
+            entries = [PolicyEntry(name=str(p["name"]), spec=str(p["spec"]), family=str(p.get("family", "")),
+                                   split=str(p.get("split", ""))) for p in manifest.get("policies", [])]
+            splits = manifest.get("splits", {})
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"{path} is not a zoo manifest ({{'policies': [{{'name', 'spec'}}, ...]}}): {err}") from err
+        if cfg.split != "all":
+            if cfg.split not in splits:
+                raise ValueError(f"{path} defines no {cfg.split!r} split (it has: {', '.join(splits) or 'none'}); "
+                                 "use --split all")
+            entries = [e for e in entries if e.split == cfg.split]
+            if seed is None:
+                seed = int(splits[cfg.split].get("seed", 0))
         if len(entries) < 2:
             raise ValueError(f"{path} lists {len(entries)} policies; comparing simulators needs at least 2")
         trusted, source = set(), str(path)
@@ -100,7 +127,7 @@ def policy_entries(cfg: EvalConfig) -> tuple[list[PolicyEntry], set[str]]:
         seen[e.name] = e.spec
         with trust_code(cfg.trust_code):
             check_trust(e.spec, trusted=e.spec in trusted, source=source)
-    return entries, trusted
+    return entries, trusted, 0 if seed is None else seed
 
 
 def _labelled(text: str) -> PolicyEntry:
@@ -124,7 +151,7 @@ def unique_labels(entries: list[PolicyEntry]) -> list[PolicyEntry]:
     for e, label in zip(entries, derived, strict=True):
         if not e.name and derived.count(label) > 1:
             label = re.sub(r"\s+", "", e.spec)
-        out.append(PolicyEntry(name=label, spec=e.spec))
+        out.append(PolicyEntry(name=label, spec=e.spec, family=e.family, split=e.split))
     return out
 
 
@@ -146,14 +173,21 @@ def load_model(cfg: EvalConfig):
 
 def make_env_factory(cfg: EvalConfig, model):
     """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`."""
-    import wmsuite.envs  # noqa: F401  (registers the ids the learned simulator takes its horizon and resets from)
+    # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
+    from wmsuite.envs import PROBES
     from wmsuite.world_models import make_world_model_env
+
+    probe = PROBES.get(cfg.env)
+    if probe is None and cfg.judge != "head":
+        raise ValueError(f"--judge {cfg.judge} needs the task's success rule, and {cfg.env} has no task probe; "
+                         "use --judge head")
 
     def make(sim: str):
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
         return make_world_model_env(model, cfg.env, cfg.num_envs, device=cfg.device,
-                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed)
+                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
+                                    success_fn=probe.success_from_env_state if probe is not None else None)
 
     return make
 
@@ -162,13 +196,15 @@ def run(cfg: EvalConfig) -> int:
     from wmsuite.world_models import resolve_checkpoint
 
     out = Path(cfg.out)
-    entries, trusted = policy_entries(cfg)
+    entries, trusted, seed = policy_entries(cfg)
+    cfg = replace(cfg, seed=seed)
     check_env_id(cfg.env)
     model = load_model(cfg)  # a checkpoint that is not a world model fails here, before any rollout
     with trust_code(cfg.trust_code):
         policies = {e.name: {"spec": e.spec, "files": spec_fingerprint(e.spec)} for e in entries}
     identity = {"env": cfg.env, "wm": file_digest(resolve_checkpoint(resolve_asset(cfg.wm))), "episodes": cfg.episodes,
                 "num_envs": cfg.num_envs, "seed": cfg.seed, "sampling_steps": cfg.sampling_steps, "device": cfg.device,
+                **({"judge": cfg.judge} if cfg.judge != "head" else {}),  # records from before judges stay valid
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
@@ -178,9 +214,17 @@ def run(cfg: EvalConfig) -> int:
     metrics = evaluate(setup, out)
     videos = _videos(cfg, setup, out) if cfg.videos else []
     report = write_report(metrics, out, videos)
-    print(f"\n{'policy':<28} {'real':>6} {'predicted':>10}")
+    judges = [k.removeprefix("judge_").removesuffix("_rate") for k in metrics["policies"][0]
+              if k.startswith("judge_") and k.endswith("_rate")]
+    print(f"\n{'policy':<28} {'real':>6} {'predicted':>10} {'length real/imagined':>21}  "
+          + "  ".join(f"{'fired ' + j:>12}" for j in judges))
     for p in metrics["policies"]:
-        print(f"{p['name']:<28} {p['real_success']:>6.2f} {p['predicted_success']:>10.2f}")
+        print(f"{p['name']:<28} {p['real_success']:>6.2f} {p['predicted_success']:>10.2f} "
+              f"{p['real_length']:>10.0f} / {p['wm_length']:<8.0f}  "
+              + "  ".join(f"{p[f'judge_{j}_rate']:>12.2f}" for j in judges))
+    for family, f in metrics.get("families", {}).items():
+        print(f"family {family:<21} n={f['n_policies']:<3} Pearson {f.get('pearson', math.nan):.3f}  "
+              f"MMRV {f.get('mmrv', math.nan):.3f}  mean |error| {f['mean_abs_error']:.3f}")
     print(f"\nPearson {metrics.get('pearson', math.nan):.3f}  MMRV {metrics.get('mmrv', math.nan):.3f}  "
           f"Spearman {metrics.get('spearman', math.nan):.3f}  Kendall {metrics.get('kendall', math.nan):.3f}  "
           f"mean |error| {metrics.get('mean_abs_error', math.nan):.3f}  ({metrics['n_policies']} policies x "
