@@ -52,6 +52,11 @@ class TaskProbe:
     perturb_start: Callable[[Any, tuple[float, float, float]], None] | None
     """(unwrapped env, (dx m, dy m, dyaw rad)) -> None: shift the object in place and turn it about the
     vertical; takes effect at the next forward pass. None where the task defines no such nudge."""
+    reach: float | None = None
+    """Metres between the agent's and the object's (x, y) within which the agent can move the object in
+    one step: contact distance plus one step of the agent's motion plus a centimetre of reading error.
+    The learned simulator's "tracked" judge holds the object still wherever the agent is farther away
+    (world_models/env.py); None where the task defines none."""
     moving_threshold: float = 0.01
     """Metres the object must travel over a chunk for the window to count as one where it moves (contact
     figures, moving-window sampling): above the detector's error, below a push's travel."""
@@ -103,7 +108,8 @@ PROBES: dict[str, TaskProbe] = _probes(
     TaskProbe(env_id="wmsuite/PushCube-v0", camera="top", action_dim=2, agent_dim=2, env_state_dim=6,
               agent_xy=slice(0, 2), object_xy=slice(0, 2),
               success_from_env_state=push_cube.is_success_from_env_state,
-              object_xy_from_frames=push_cube.detect_cube_xy, perturb_start=_nudge_cube),
+              object_xy_from_frames=push_cube.detect_cube_xy, perturb_start=_nudge_cube,
+              reach=push_cube.CUBE_HALF * 1.42 + push_cube.PUSHER_RADIUS + push_cube.ACTION_SCALE + 0.01),
     # agent_pos (4,) hand xyz, finger opening; environment_state (6,) cube xyz, target xyz (pick_place.py)
     TaskProbe(env_id="wmsuite/PickPlace-v0", camera="front", action_dim=4, agent_dim=4, env_state_dim=6,
               agent_xy=slice(0, 2), object_xy=slice(0, 2),

@@ -36,6 +36,7 @@ from wmsuite.types import Episode
 
 GOAL_RADIUS = 0.05  # m, the radius of the goal disk in push_cube.xml
 CUBE_HALF = 0.025  # m, half the cube's side
+PUSHER_RADIUS = 0.02  # m, the pusher cylinder's radius in push_cube.xml
 ACTION_SCALE = 0.04  # m of servo-target displacement per unit action
 MAX_EPISODE_STEPS = 80
 

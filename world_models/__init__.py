@@ -17,7 +17,7 @@ from wmsuite.checkpoint import load_checkpoint
 from wmsuite.config import from_dict
 from wmsuite.specs import checkpoint_dir
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
-from wmsuite.world_models.env import WorldModelEnv, make_world_model_env
+from wmsuite.world_models.env import ObjectTracking, WorldModelEnv, make_world_model_env
 from wmsuite.world_models.model import BACKWARD, FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState
 
@@ -54,4 +54,5 @@ def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int 
 
 
 __all__ = ["BACKWARD", "FORWARD", "WORLD_MODELS", "CodecConfig", "LatentWorldModel", "WorldModelConfig",
-           "WorldModelEnv", "WorldModelState", "load_world_model", "make_world_model_env", "model_configs", "resolve_checkpoint"]
+           "ObjectTracking", "WorldModelEnv", "WorldModelState", "load_world_model", "make_world_model_env",
+           "model_configs", "resolve_checkpoint"]

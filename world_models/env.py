@@ -21,8 +21,11 @@
   observation is then that frame, as the real env stops there); truncated: `horizon` steps done.
   Judges: "head" (the learned success head), "state" (the task's own success rule, `success_fn`,
   applied to the environment_state head's reading of each generated frame: success follows from
-  where the imagined object is, not from correlates such as where the agent is) and "both" (the two
-  agree). Every judge the env can compute is reported per step in info as `judge/<name>` (1.0 when
+  where the imagined object is, not from correlates such as where the agent is), "both" (the two
+  agree) and "tracked": the task's rule on an object position that moves only while the agent is
+  within `ObjectTracking.reach` of it (objects do not move untouched; a red patch that grows beside a
+  pusher parked far from the real cube is not the cube). Under "tracked" the observation's
+  environment_state holds that tracked object position, so policies act on the same world the judge sees. Every judge the env can compute is reported per step in info as `judge/<name>` (1.0 when
   it fires on one of the chunk's frames), whichever one ends episodes, so they can be compared.
   reward: the reward head summed over the chunk's frames up to the observed one.
 - info (arrays over sub-envs): is_success, and trust signals `trust/idm_error` (mean absolute error of
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +56,25 @@ from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
 Observation = dict[str, Any]
-JUDGES = ("head", "state", "both")
+JUDGES = ("head", "state", "both", "tracked")
 """What ends an imagined episode as a success (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class ObjectTracking:
+    """What the "tracked" judge needs of a task (the composer fills it in from the task probe)."""
+
+    agent_xy: slice
+    """agent_pos[..., agent_xy]: the agent's (x, y) in metres."""
+    object_xy: slice
+    """environment_state[..., object_xy]: the manipulated object's (x, y) in metres."""
+    reach: float
+    """Metres between the agent's and the object's centres within which the agent can move the object
+    in one step (contact distance plus one step of motion and the heads' reading error)."""
+
+    def __post_init__(self) -> None:
+        if not self.reach > 0:
+            raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
 ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
 
 
@@ -95,7 +116,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  horizon: int = 20, action_low: float = -1.0, action_high: float = 1.0,
                  success_threshold: float = 0.5, terminate_on_success: bool = True,
                  sampling_steps: int | None = None, device: str = "cpu", seed: int = 0,
-                 success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head") -> None:
+                 success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
+                 tracking: ObjectTracking | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -107,7 +129,10 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if judge != "head" and success_fn is None:
             raise ValueError(f"judge {judge!r} needs success_fn, the task's success rule on environment_state "
                              "(e.g. wmsuite.envs.get_probe(env_id).success_from_env_state)")
-        self.success_fn, self.judge = success_fn, judge
+        if judge == "tracked" and tracking is None:
+            raise ValueError("judge 'tracked' needs tracking=ObjectTracking(agent_xy, object_xy, reach) from the "
+                             "task probe")
+        self.success_fn, self.judge, self.tracking = success_fn, judge, tracking
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -134,6 +159,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._agent_pos = np.zeros((num_envs, cfg.state_dim), np.float32)
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
         self._success = np.zeros(num_envs, bool)
+        self._tracked = np.zeros((num_envs, 2), np.float32)  # the tracked object's (x, y) per sub-env
         self._t = np.zeros(num_envs, np.int64)
         self._gen = torch.Generator(device=device).manual_seed(seed)
         self._seed_rng = np.random.default_rng(seed)
@@ -170,6 +196,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             self._agent_pos[rows] = np.stack(states)
             if self._env_state.shape[1]:
                 self._env_state[rows] = np.stack(env_states)
+                if self.tracking is not None:
+                    self._tracked[rows] = self._env_state[rows][:, self.tracking.object_xy]
             self._success[rows] = False
             self._t[rows] = 0
         return self._obs(), {"is_success": self._success.copy(), "_is_success": np.ones(self.num_envs, bool)}
@@ -191,6 +219,9 @@ class WorldModelEnv(gym.vector.VectorEnv):
                 env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
                 fired["state"] = np.asarray(self.success_fn(env_state), bool).reshape(prob.shape)
                 fired["both"] = fired["head"] & fired["state"]
+                if self.tracking is not None:
+                    tracked = self._track(heads["agent_pos"].cpu().numpy(), env_state)  # (n, H, E)
+                    fired["tracked"] = np.asarray(self.success_fn(tracked), bool).reshape(prob.shape)
             hit = torch.as_tensor(fired[self.judge], device=self.device)  # (n, H)
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,
                                                                                      dtype=torch.long))  # (n,)
@@ -200,6 +231,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
         self._agent_pos = heads["agent_pos"][rows, first].cpu().numpy().astype(np.float32)
         self._env_state = heads["environment_state"][rows, first].cpu().numpy().astype(np.float32)
+        if self.judge == "tracked":
+            self._env_state = tracked[np.arange(self.num_envs), first.cpu().numpy()].astype(np.float32)
         self._success = hit.any(1).cpu().numpy()
         self._t += 1
         terminated = self._success & self.terminate_on_success
@@ -220,6 +253,17 @@ class WorldModelEnv(gym.vector.VectorEnv):
             close()
 
     # ------------------------------------------------------------------ helpers
+    def _track(self, agent_pos: np.ndarray, env_state: np.ndarray) -> np.ndarray:
+        """agent_pos (n, H, D), env_state (n, H, E) as the heads read them -> env_state with the object's
+        (x, y) replaced, frame by frame, by the tracked position: the reading where the agent is within
+        reach of where the object was, the previous position elsewhere. Advances self._tracked."""
+        trk, out = self.tracking, env_state.copy()
+        for h in range(env_state.shape[1]):
+            near = np.linalg.norm(agent_pos[:, h, trk.agent_xy] - self._tracked, axis=-1) < trk.reach  # (n,)
+            self._tracked = np.where(near[:, None], env_state[:, h, trk.object_xy], self._tracked)
+            out[:, h, trk.object_xy] = self._tracked
+        return out
+
     def _obs(self) -> Observation:
         return {"pixels": {self.camera: self._frames.copy()}, "agent_pos": self._agent_pos.copy(),
                 "environment_state": self._env_state.copy()}
@@ -239,15 +283,15 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          sampling_steps: int | None = None, seed: int = 0,
                          success_threshold: float = 0.5,
                          success_fn: Callable[[np.ndarray], np.ndarray] | None = None,
-                         judge: str = "head") -> WorldModelEnv:
+                         judge: str = "head", tracking: ObjectTracking | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
-    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn` and `judge`: see the module
-    docstring (the caller passes the task probe's `success_from_env_state`). world_models never imports wmsuite.envs: the
-    caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
+    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`: see the
+    module docstring (the caller fills them in from the task probe). world_models never imports
+    wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
         spec = gym.spec(env_id)
@@ -265,4 +309,4 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     return WorldModelEnv(model, GymResetContext(lambda: gym.make(env_id)), num_envs=num_envs,
                          horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
-                         seed=seed, success_fn=success_fn, judge=judge)
+                         seed=seed, success_fn=success_fn, judge=judge, tracking=tracking)

@@ -86,3 +86,31 @@ def test_bad_judge_settings_are_refused(episodes):
     with torch.no_grad():
         info = env.step(np.zeros((4, 2, 2), np.float32))[-1]
     assert "judge/head" in info and "judge/state" not in info
+
+
+def test_tracked_judge_moves_the_object_only_within_reach_of_the_agent(episodes):
+    """The tracked object position follows the state head's reading only on frames where the agent (as
+    its head reads it) is within reach of where the object was; elsewhere it stays put. The observation
+    then carries the tracked position, and the rule is judged on it."""
+    from wmsuite.world_models.env import ObjectTracking
+
+    tracking = ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=1.0)
+    env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
+                        seed=0, success_fn=_x_above(1e9), judge="tracked", tracking=tracking)
+    env.reset(seed=[0, 1])
+    start = env._tracked.copy()
+    np.testing.assert_array_equal(start, np.stack([episodes[0].env_state[0, :2], episodes[1].env_state[0, :2]]))
+    agent = np.zeros((2, 3, 2), np.float32)
+    agent[0] = start[0]  # row 0: the agent sits on the object on every frame; row 1: far away
+    agent[1] = start[1] + 100.0
+    read = np.broadcast_to(np.array([5.0, 6.0, 7.0, 7.0], np.float32), (2, 3, 4)).copy()
+    tracked = env._track(agent, read)
+    np.testing.assert_array_equal(tracked[0, :, :2], np.tile([5.0, 6.0], (3, 1)))  # followed the reading
+    np.testing.assert_array_equal(tracked[1, :, :2], np.tile(start[1], (3, 1)))  # held still, untouched
+    np.testing.assert_array_equal(tracked[..., 2:], read[..., 2:])  # the rest of the state as read
+    with pytest.raises(ValueError, match="needs tracking"):
+        _env(episodes, _x_above(0), "tracked")
+    with pytest.raises(ValueError, match="reach must be > 0"):
+        ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.0)
+    env.step(np.zeros((2, 2, 2), np.float32))  # a full step runs the tracker on the heads' readings
+    assert np.isfinite(env._env_state).all()

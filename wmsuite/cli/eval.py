@@ -61,7 +61,8 @@ class EvalConfig:
     """Euler steps per generated chunk in the world model (0: the checkpoint's default)."""
     judge: str = "head"
     """What ends an imagined episode as a success: 'head' (the learned success head), 'state' (the
-    task's success rule on the environment_state head's reading of each generated frame) or 'both'.
+    task's success rule on the environment_state head's reading of each generated frame), 'both', or
+    'tracked' (the rule on an object position that moves only while the agent is within reach of it).
     Every judge's firing step is recorded per episode either way (episodes.jsonl, judge_* figures)."""
     device: str = "cpu"
     """Torch device for the world model and learned policies."""
@@ -175,19 +176,26 @@ def make_env_factory(cfg: EvalConfig, model):
     """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`."""
     # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
     from wmsuite.envs import PROBES
-    from wmsuite.world_models import make_world_model_env
+    from wmsuite.world_models import ObjectTracking, make_world_model_env
 
     probe = PROBES.get(cfg.env)
     if probe is None and cfg.judge != "head":
         raise ValueError(f"--judge {cfg.judge} needs the task's success rule, and {cfg.env} has no task probe; "
                          "use --judge head")
+    tracking = None
+    if probe is not None and probe.reach is not None:
+        tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach)
+    elif cfg.judge == "tracked":
+        raise ValueError(f"--judge tracked needs the task probe's reach, and {cfg.env}'s probe defines none; "
+                         "use --judge state")
 
     def make(sim: str):
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
         return make_world_model_env(model, cfg.env, cfg.num_envs, device=cfg.device,
                                     sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
-                                    success_fn=probe.success_from_env_state if probe is not None else None)
+                                    success_fn=probe.success_from_env_state if probe is not None else None,
+                                    tracking=tracking)
 
     return make
 
