@@ -2,8 +2,8 @@
 each policy family out.
 
     result = select(candidates, criterion="mean_abs_error")
-    # candidates: name -> (validation metrics, test metrics), each the metrics.json of a `wmsuite eval`
-    #             run of one candidate (a world model, a judge, a recipe) on that split of a zoo
+    # candidates: name -> (validation metrics, test metrics or None), each the metrics.json of a
+    #             `wmsuite eval` run of one candidate (a world model, a judge, a recipe) on that split
 
 A candidate is whatever one evaluation run fixed: a checkpoint, a success judge, sampling steps. The
 protocol never looks at the test figures to choose:
@@ -15,7 +15,8 @@ protocol never looks at the test figures to choose:
   candidate. The pooled test rows (each family from its own choice) give the figures: what a user
   bringing policies of a family nobody tuned on should expect.
 
-Criteria are `all_metrics` keys: lower is better for mmrv and mean_abs_error, higher for the
+A candidate's test run is needed only where it is chosen (overall or for some family); one given
+without it is refused only then. Criteria are `all_metrics` keys: lower is better for mmrv and mean_abs_error, higher for the
 correlations. Ties go to the candidate named first.
 """
 
@@ -46,7 +47,7 @@ def score(rows: list[dict[str, Any]], criterion: str) -> float:
     return value if criterion in LOWER_IS_BETTER else -value
 
 
-def _best(candidates: dict[str, tuple[Metrics, Metrics]], criterion: str, exclude: str | None) -> tuple[str, float]:
+def _best(candidates: dict[str, tuple[Metrics, Metrics | None]], criterion: str, exclude: str | None) -> tuple[str, float]:
     scored = [(score([r for r in val["policies"] if r.get("family") != exclude], criterion), name)
               for name, (val, _) in candidates.items()]
     best = min(scored, key=lambda s: s[0])  # min keeps the first of equal scores
@@ -62,7 +63,7 @@ def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def select(candidates: dict[str, tuple[Metrics, Metrics]], criterion: str = "mean_abs_error") -> dict[str, Any]:
+def select(candidates: dict[str, tuple[Metrics, Metrics | None]], criterion: str = "mean_abs_error") -> dict[str, Any]:
     """See the module docstring. Each candidate's validation and test runs must cover the same
     policies as every other candidate's (checked), with families."""
     if not candidates:
@@ -70,19 +71,27 @@ def select(candidates: dict[str, tuple[Metrics, Metrics]], criterion: str = "mea
     names = {}
     for split in (0, 1):
         for name, runs in candidates.items():
+            if runs[split] is None:
+                continue
             policies = sorted(r["name"] for r in runs[split]["policies"])
             names.setdefault(split, (name, policies))
             if policies != names[split][1]:
                 raise ValueError(f"candidates {names[split][0]!r} and {name!r} were evaluated on different "
                                  f"{('validation', 'test')[split]} policies; run every candidate on the same split")
+    def test_of(name: str) -> list[dict[str, Any]]:
+        if candidates[name][1] is None:
+            raise ValueError(f"candidate {name!r} is chosen on validation but has no test run; evaluate it on the "
+                             "test split too")
+        return candidates[name][1]["policies"]
+
     chosen, chosen_score = _best(candidates, criterion, exclude=None)
-    test_rows = candidates[chosen][1]["policies"]
+    test_rows = test_of(chosen)
     families = sorted({r.get("family", "") for r in test_rows})
     lofo_rows, lofo_choice = [], {}
     for family in families:
         pick, _ = _best(candidates, criterion, exclude=family)
         lofo_choice[family] = pick
-        lofo_rows += [r for r in candidates[pick][1]["policies"] if r.get("family", "") == family]
+        lofo_rows += [r for r in test_of(pick) if r.get("family", "") == family]
     return {
         "criterion": criterion, "candidates": list(candidates),
         "validation": {name: {"score": score(val["policies"], criterion), **_figures(val["policies"])}

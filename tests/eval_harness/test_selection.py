@@ -62,3 +62,12 @@ def test_cli_reads_runs_writes_metrics_and_refuses_the_wrong_split(tmp_path, cap
     swapped = [f"x={tmp_path}/x-test,{tmp_path}/x-validation"]
     assert main(["select", "--candidates", *swapped, "--out", str(tmp_path / "bad")]) == 2
     assert "not only 'validation'" in capsys.readouterr().err
+
+
+def test_a_test_run_is_needed_only_where_a_candidate_is_chosen():
+    good = (_metrics("validation", [0.0] * 6), _metrics("test", [0.1] * 6))
+    worse = (_metrics("validation", [0.3] * 6), None)  # never chosen: no test run needed
+    result = select({"good": good, "worse": worse})
+    assert result["chosen"] == "good" and set(result["lofo_choice"].values()) == {"good"}
+    with pytest.raises(ValueError, match="has no test run"):
+        select({"good": (good[0], None), "worse": worse})

@@ -22,14 +22,15 @@ from pathlib import Path
 from wmsuite.eval_harness.selection import HIGHER_IS_BETTER, LOWER_IS_BETTER, select
 from wmsuite.runs import write_json
 
-_CANDIDATE = re.compile(r"^([A-Za-z0-9._@+-]+)=([^,]+),([^,]+)$")
+_CANDIDATE = re.compile(r"^([A-Za-z0-9._@+-]+)=([^,]+)(?:,([^,]+))?$")
 
 
 @dataclass
 class SelectConfig:
     candidates: tuple[str, ...] = ()
     """Each 'name=VALIDATION_RUN,TEST_RUN': the output directories of `wmsuite eval --split validation`
-    and `--split test` with one candidate's settings."""
+    and `--split test` with one candidate's settings. ',TEST_RUN' may be left out for a candidate that
+    is never chosen (it is refused if it is)."""
     criterion: str = "mean_abs_error"
     """What the choice minimises on validation policies: mean_abs_error or mmrv (lower is better), or
     maximises: pearson, spearman or kendall."""
@@ -64,10 +65,10 @@ def run(cfg: SelectConfig) -> int:
     for text in cfg.candidates:
         m = _CANDIDATE.match(text)
         if not m:
-            raise ValueError(f"--candidates takes 'name=VALIDATION_RUN,TEST_RUN', got {text!r}")
+            raise ValueError(f"--candidates takes 'name=VALIDATION_RUN[,TEST_RUN]', got {text!r}")
         if m.group(1) in candidates:
             raise ValueError(f"the candidate name {m.group(1)!r} is given twice")
-        candidates[m.group(1)] = (_load(m.group(2), "validation"), _load(m.group(3), "test"))
+        candidates[m.group(1)] = (_load(m.group(2), "validation"), _load(m.group(3), "test") if m.group(3) else None)
     result = select(candidates, cfg.criterion)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
