@@ -115,6 +115,7 @@ def test_bias_adds_one_constant_offset_per_episode(env_id):
     env = make_env(env_id, cameras=())
     # skill 1: no noise draws, so both experts see the same random stream after the bias draw
     plain, biased = make_expert(env_id, skill=1.0, seed=4), make_expert(env_id, skill=1.0, seed=4, bias=0.6)
+    env.action_space.seed(0)  # unseeded, some draws left every step's action clipped (all-NaN offsets)
     offsets = []
     for t in range(30):  # the same observations for both
         obs, _ = env.reset(seed=t % 3) if t % 10 == 0 else env.step(env.action_space.sample())[:2]
