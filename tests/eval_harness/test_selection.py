@@ -71,3 +71,31 @@ def test_a_test_run_is_needed_only_where_a_candidate_is_chosen():
     assert result["chosen"] == "good" and set(result["lofo_choice"].values()) == {"good"}
     with pytest.raises(ValueError, match="has no test run"):
         select({"good": (good[0], None), "worse": worse})
+
+
+def test_eval_split_picks_the_split_and_its_seed(tmp_path):
+    """`wmsuite eval --split` keeps the manifest's policies of that split with family and split labels,
+    starts from the seed the manifest names for it (an explicit --seed wins), and refuses what it cannot do."""
+    from wmsuite.cli.eval import EvalConfig, policy_entries
+
+    manifest = tmp_path / "zoo.json"
+    manifest.write_text(json.dumps({
+        "splits": {"validation": {"seed": 500}, "test": {"seed": 0}},
+        "policies": [{"name": f"p{i}", "spec": f"expert@{i / 4}", "family": "expert" if i % 2 else "other",
+                      "split": "validation" if i < 2 else "test"} for i in range(5)]}))
+    entries, _, seed = policy_entries(EvalConfig(zoo=str(manifest), split="validation"))
+    assert [e.name for e in entries] == ["p0", "p1"] and seed == 500
+    assert [(e.family, e.split) for e in entries] == [("other", "validation"), ("expert", "validation")]
+    entries, _, seed = policy_entries(EvalConfig(zoo=str(manifest), split="test", seed=7))
+    assert [e.name for e in entries] == ["p2", "p3", "p4"] and seed == 7
+    assert policy_entries(EvalConfig(zoo=str(manifest)))[2] == 0
+    with pytest.raises(ValueError, match="does not apply to --policies"):
+        policy_entries(EvalConfig(policies=("expert@1", "expert@0"), split="test"))
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"policies": [{"name": "a", "spec": "expert@1"}, {"name": "b", "spec": "expert@0"}]}))
+    with pytest.raises(ValueError, match="defines no 'test' split"):
+        policy_entries(EvalConfig(zoo=str(plain), split="test"))
+    with pytest.raises(ValueError, match="--split must be"):
+        EvalConfig(split="train")
+    with pytest.raises(ValueError, match="--judge must be one of"):
+        EvalConfig(judge="oracle")
