@@ -23,10 +23,11 @@
   applied to the environment_state head's reading of each generated frame: success follows from
   where the imagined object is, not from correlates such as where the agent is), "both" (the two
   agree) and "tracked": the task's rule on an object position that moves only while the agent is
-  within `ObjectTracking.reach` of it (objects do not move untouched; a red patch that grows beside a
-  pusher parked far from the real cube is not the cube). Under "tracked" the observation's
-  environment_state holds that tracked object position, so policies act on the same world the judge sees. Every judge the env can compute is reported per step in info as `judge/<name>` (1.0 when
-  it fires on one of the chunk's frames), whichever one ends episodes, so they can be compared.
+  within `ObjectTracking.reach` of it (objects do not move untouched: an object drawn beside an agent
+  far from the real one is not the object). Under "tracked" the observation's environment_state holds
+  that tracked position, so policies act on the world the judge sees. Every judge the env can compute
+  is reported per step in info as `judge/<name>` (1.0 when it fires on one of the chunk's frames),
+  whichever one ends episodes, so they can be compared.
   reward: the reward head summed over the chunk's frames up to the observed one.
 - info (arrays over sub-envs): is_success, and trust signals `trust/idm_error` (mean absolute error of
   the actions the inverse-dynamics head recovers from the generated frames vs the actions given) and
@@ -56,6 +57,7 @@ from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
 Observation = dict[str, Any]
+ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
 JUDGES = ("head", "state", "both", "tracked")
 """What ends an imagined episode as a success (see the module docstring)."""
 
@@ -75,7 +77,6 @@ class ObjectTracking:
     def __post_init__(self) -> None:
         if not self.reach > 0:
             raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
-ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
 
 
 class GymResetContext:
