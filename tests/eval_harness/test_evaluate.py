@@ -110,3 +110,26 @@ def test_summarize_aggregates_every_trust_signal():
     no_trust = {k: {"success": False} for k in done}
     row = summarize(setup, no_trust, bootstrap_samples=10)["policies"][0]
     assert np.isnan(row["idm_error"]) and not any(k.startswith("trust_") for k in row)
+
+
+def test_judge_steps_and_rates_say_where_imagined_episodes_ended():
+    """An episode record holds each judge's first firing step (-1: never); a policy row the share of
+    episodes in which each fired and the median step among those."""
+    from wmsuite.eval_harness.evaluate import _judge_figures, _record
+    from wmsuite.types import Episode
+
+    def episode(head, state):
+        t = len(head)
+        return Episode(obs={}, state=np.zeros((t + 1, 2), np.float32), actions=np.zeros((t, 2), np.float32),
+                       rewards=np.zeros(t, np.float32), success=bool(head[-1]), terminated=bool(head[-1]),
+                       truncated=not head[-1], meta={"episode_index": 0, "seed": 0,
+                                                     "judge": {"judge/head": head, "judge/state": state}})
+
+    records = [_record("p", "wm", episode([0.0, 0.0, 1.0], [0.0, 1.0, 1.0])),
+               _record("p", "wm", episode([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])),
+               _record("p", "wm", episode([1.0], [0.0]))]
+    assert [(r["judge_head_step"], r["judge_state_step"]) for r in records] == [(2, 1), (-1, -1), (0, -1)]
+    figures = _judge_figures(records)
+    assert figures["judge_head_rate"] == pytest.approx(2 / 3) and figures["judge_head_step_median"] == 1.0
+    assert figures["judge_state_rate"] == pytest.approx(1 / 3) and figures["judge_state_step_median"] == 1.0
+    assert np.isnan(_judge_figures([records[1]])["judge_head_step_median"])  # never fired: no median
