@@ -224,10 +224,11 @@ def run(cfg: EvalConfig) -> int:
     report = write_report(metrics, out, videos)
     judges = [k.removeprefix("judge_").removesuffix("_rate") for k in metrics["policies"][0]
               if k.startswith("judge_") and k.endswith("_rate")]
-    print(f"\n{'policy':<28} {'real':>6} {'predicted':>10} {'length real/imagined':>21}  "
+    w = max(28, *(len(p["name"]) for p in metrics["policies"]))
+    print(f"\n{'policy':<{w}} {'real':>6} {'predicted':>10} {'length real/imagined':>21}  "
           + "  ".join(f"{'fired ' + j:>12}" for j in judges))
     for p in metrics["policies"]:
-        print(f"{p['name']:<28} {p['real_success']:>6.2f} {p['predicted_success']:>10.2f} "
+        print(f"{p['name']:<{w}} {p['real_success']:>6.2f} {p['predicted_success']:>10.2f} "
               f"{p['real_length']:>10.0f} / {p['wm_length']:<8.0f}  "
               + "  ".join(f"{p[f'judge_{j}_rate']:>12.2f}" for j in judges))
     for family, f in metrics.get("families", {}).items():
