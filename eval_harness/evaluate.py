@@ -207,19 +207,21 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
     return metrics
 
 
-def family_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """family -> its number of policies, mean |predicted - real| and, with two policies or more, every
-    cross-policy metric (all_metrics) over that family's rows alone."""
-    out = {}
-    for family in sorted({r["family"] for r in rows}):
-        mine = [r for r in rows if r["family"] == family]
-        pred, real = [r["predicted_success"] for r in mine], [r["real_success"] for r in mine]
-        figures: dict[str, float] = {"n_policies": len(mine),
-                                     "mean_abs_error": float(np.mean(np.abs(np.subtract(pred, real))))}
-        if len(mine) >= 2:
-            figures.update(all_metrics(pred, real))
-        out[family] = figures
+def row_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Policy rows (predicted_success, real_success) -> their number, mean |predicted - real| and, with
+    two policies or more, every cross-policy metric (all_metrics)."""
+    pred, real = [r["predicted_success"] for r in rows], [r["real_success"] for r in rows]
+    out: dict[str, float] = {"n_policies": len(rows),
+                             "mean_abs_error": float(np.mean(np.abs(np.subtract(pred, real)))) if rows else math.nan}
+    if len(rows) >= 2:
+        out.update(all_metrics(pred, real))
     return out
+
+
+def family_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """family -> `row_metrics` over that family's rows alone."""
+    return {family: row_metrics([r for r in rows if r["family"] == family])
+            for family in sorted({r["family"] for r in rows})}
 
 
 def _judge_figures(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -35,8 +35,7 @@ def write_report(metrics: dict[str, Any], out: Path, videos: list[Path] | None =
         for family, f in metrics["families"].items():
             lines.append(f"| {family} | {f['n_policies']} | {f.get('pearson', math.nan):.3f} | "
                          f"{f.get('mmrv', math.nan):.3f} | {f['mean_abs_error']:.3f} |")
-    judges = sorted({k.removesuffix("_rate").removeprefix("judge_") for p in metrics["policies"] for k in p
-                     if k.startswith("judge_") and k.endswith("_rate")})
+    judges = judge_names(metrics)
     lines += ["", "Where the episodes ended: mean length in actions, real / imagined; for each judge of the learned "
               "simulator, the share of imagined episodes in which it fired (and its median step).", "",
               "| policy | family | real success (95% Wilson) | predicted success (95% Wilson) | per-episode agreement | "
@@ -56,6 +55,12 @@ def write_report(metrics: dict[str, Any], out: Path, videos: list[Path] | None =
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def judge_names(metrics: dict[str, Any]) -> list[str]:
+    """The learned simulator's judges that the policy rows hold figures for (`judge_<name>_rate`)."""
+    return sorted({k.removesuffix("_rate").removeprefix("judge_") for p in metrics["policies"] for k in p
+                   if k.startswith("judge_") and k.endswith("_rate")})
 
 
 def plot_scatter(metrics: dict[str, Any], path: Path) -> Path:

@@ -16,8 +16,8 @@ protocol never looks at the test figures to choose:
   bringing policies of a family nobody tuned on should expect.
 
 A candidate's test run is needed only where it is chosen (overall or for some family); one given
-without it is refused only then. Criteria are `all_metrics` keys: lower is better for mmrv and mean_abs_error, higher for the
-correlations. Ties go to the candidate named first.
+without it is refused only then. Criteria are `all_metrics` keys: lower is better for mmrv and
+mean_abs_error, higher for the correlations. Ties go to the candidate named first.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from wmsuite.eval_harness.evaluate import family_metrics
-from wmsuite.eval_harness.metrics import all_metrics
+from wmsuite.eval_harness.evaluate import family_metrics, row_metrics
 
 LOWER_IS_BETTER = ("mean_abs_error", "mmrv")
 HIGHER_IS_BETTER = ("pearson", "spearman", "kendall")
@@ -39,10 +38,8 @@ def score(rows: list[dict[str, Any]], criterion: str) -> float:
     +inf where it is undefined (fewer than two policies, a constant vector)."""
     if criterion not in LOWER_IS_BETTER + HIGHER_IS_BETTER:
         raise ValueError(f"criterion must be one of {', '.join(LOWER_IS_BETTER + HIGHER_IS_BETTER)}, got {criterion!r}")
-    if len(rows) < 2:
-        return math.inf
-    value = all_metrics([r["predicted_success"] for r in rows], [r["real_success"] for r in rows])[criterion]
-    if not math.isfinite(value):
+    value = row_metrics(rows).get(criterion, math.nan)
+    if len(rows) < 2 or not math.isfinite(value):
         return math.inf
     return value if criterion in LOWER_IS_BETTER else -value
 
@@ -55,9 +52,7 @@ def _best(candidates: dict[str, tuple[Metrics, Metrics | None]], criterion: str,
 
 
 def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"n_policies": len(rows)}
-    if len(rows) >= 2:
-        out.update(all_metrics([r["predicted_success"] for r in rows], [r["real_success"] for r in rows]))
+    out: dict[str, Any] = dict(row_metrics(rows))
     if any(r.get("family") for r in rows):
         out["families"] = family_metrics(rows)
     return out
@@ -78,6 +73,7 @@ def select(candidates: dict[str, tuple[Metrics, Metrics | None]], criterion: str
             if policies != names[split][1]:
                 raise ValueError(f"candidates {names[split][0]!r} and {name!r} were evaluated on different "
                                  f"{('validation', 'test')[split]} policies; run every candidate on the same split")
+
     def test_of(name: str) -> list[dict[str, Any]]:
         if candidates[name][1] is None:
             raise ValueError(f"candidate {name!r} is chosen on validation but has no test run; evaluate it on the "

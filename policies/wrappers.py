@@ -27,21 +27,14 @@ def load_spec(spec: str, device: str = "cpu") -> Any:
     return load_object(spec)
 
 
-class ActionOffset:
-    """A deliberately biased policy: the inner policy's actions plus a constant offset, clipped.
+class _Wrapper:
+    """Forwards the Policy contract to `inner` (reset, per-env memory, n_action_steps) and returns its
+    chunks through `_transform`, clipped to [low, high]."""
 
-    Used in the policy zoo to get a policy whose failures come from a systematic error rather
-    than from poor training.
-    """
-
-    def __init__(self, inner: str, offset: Sequence[float], low: float = -1.0, high: float = 1.0,
-                 device: str = "cpu") -> None:
-        self.inner = load_spec(inner, device=device)
-        self.offset = np.asarray(offset, np.float32)  # (A,)
-        if self.offset.ndim != 1:
-            raise ValueError(f"offset must be a list of per-dimension floats, got {offset!r}")
+    def __init__(self, inner: str, low: float = -1.0, high: float = 1.0, device: str = "cpu") -> None:
         if low >= high:
             raise ValueError(f"low must be < high, got {low} >= {high}")
+        self.inner = load_spec(inner, device=device)
         self.low, self.high = low, high
         if hasattr(self.inner, "n_action_steps"):
             self.n_action_steps = self.inner.n_action_steps
@@ -51,34 +44,37 @@ class ActionOffset:
     def reset(self) -> None:
         self.inner.reset()
 
-    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """(B, H, A) inner chunk + offset, clipped to [low, high]."""
-        chunk = as_numpy_chunk(self.inner.predict_action_chunk(obs), len(obs["agent_pos"]))
-        if chunk.shape[-1] != self.offset.shape[0]:
-            raise ValueError(f"offset has {self.offset.shape[0]} entries, the inner policy's actions have "
-                             f"{chunk.shape[-1]}")
-        return np.clip(chunk + self.offset, self.low, self.high)
-
-
-class _Wrapper:
-    """Forwards the Policy contract to `inner`; subclasses change `predict_action_chunk`."""
-
-    def __init__(self, inner: str, device: str = "cpu") -> None:
-        self.inner = load_spec(inner, device=device)
-        if hasattr(self.inner, "n_action_steps"):
-            self.n_action_steps = self.inner.n_action_steps
-
-    def reset(self) -> None:
-        self.inner.reset()
-
-    def _inner_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        return as_numpy_chunk(self.inner.predict_action_chunk(obs), len(obs["agent_pos"]))  # (B, H, A)
-
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
         return self.predict_action_chunk(obs)[:, 0]
 
     def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
+        """(B, H, A) the inner chunk, transformed, clipped to [low, high]."""
+        chunk = as_numpy_chunk(self.inner.predict_action_chunk(obs), len(obs["agent_pos"]))  # (B, H, A)
+        return np.clip(self._transform(chunk), self.low, self.high).astype(np.float32)
+
+    def _transform(self, chunk: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+
+class ActionOffset(_Wrapper):
+    """A deliberately biased policy: the inner policy's actions plus a constant offset, clipped.
+
+    Used in the policy zoo to get a policy whose failures come from a systematic error rather
+    than from poor training.
+    """
+
+    def __init__(self, inner: str, offset: Sequence[float], low: float = -1.0, high: float = 1.0,
+                 device: str = "cpu") -> None:
+        self.offset = np.asarray(offset, np.float32)  # (A,)
+        if self.offset.ndim != 1:
+            raise ValueError(f"offset must be a list of per-dimension floats, got {offset!r}")
+        super().__init__(inner, low, high, device)
+
+    def _transform(self, chunk: np.ndarray) -> np.ndarray:
+        if chunk.shape[-1] != self.offset.shape[0]:
+            raise ValueError(f"offset has {self.offset.shape[0]} entries, the inner policy's actions have "
+                             f"{chunk.shape[-1]}")
+        return chunk + self.offset
 
 
 class ActionNoise(_Wrapper):
@@ -88,15 +84,11 @@ class ActionNoise(_Wrapper):
     def __init__(self, inner: str, std: float, low: float = -1.0, high: float = 1.0, device: str = "cpu") -> None:
         if not std >= 0:
             raise ValueError(f"std must be >= 0, got {std!r}")
-        super().__init__(inner, device)
-        self.std, self.low, self.high = float(std), low, high
-        if hasattr(self.inner, "reset_envs"):
-            self.reset_envs = self.inner.reset_envs
+        self.std = float(std)
+        super().__init__(inner, low, high, device)
 
-    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        chunk = self._inner_chunk(obs)
-        noise = np.random.normal(0.0, self.std, chunk.shape)  # noqa: NPY002  (seeded by the caller)
-        return np.clip(chunk + noise, self.low, self.high).astype(np.float32)
+    def _transform(self, chunk: np.ndarray) -> np.ndarray:
+        return chunk + np.random.normal(0.0, self.std, chunk.shape)  # noqa: NPY002  (seeded by the caller)
 
 
 class ActionScale(_Wrapper):
@@ -105,14 +97,10 @@ class ActionScale(_Wrapper):
 
     def __init__(self, inner: str, scale: float | Sequence[float], low: float = -1.0, high: float = 1.0,
                  device: str = "cpu") -> None:
-        super().__init__(inner, device)
         self.scale = np.asarray(scale, np.float32)  # () or (A,)
         if self.scale.ndim > 1:
             raise ValueError(f"scale must be a float or a list of per-dimension floats, got {scale!r}")
-        self.low, self.high = low, high
-        if hasattr(self.inner, "reset_envs"):
-            self.reset_envs = self.inner.reset_envs
+        super().__init__(inner, low, high, device)
 
-    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        return np.clip(self._inner_chunk(obs) * self.scale, self.low, self.high).astype(np.float32)
-
+    def _transform(self, chunk: np.ndarray) -> np.ndarray:
+        return chunk * self.scale

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from wmsuite.cli.common import check_env_id, resolve_policy
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
-from wmsuite.eval_harness.report import side_by_side, write_report
+from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 from wmsuite.runs import open_run
 from wmsuite.specs import check_trust, file_digest, is_code_spec, resolve_asset, spec_fingerprint, trust_code
@@ -222,15 +222,14 @@ def run(cfg: EvalConfig) -> int:
     metrics = evaluate(setup, out)
     videos = _videos(cfg, setup, out) if cfg.videos else []
     report = write_report(metrics, out, videos)
-    judges = [k.removeprefix("judge_").removesuffix("_rate") for k in metrics["policies"][0]
-              if k.startswith("judge_") and k.endswith("_rate")]
+    judges = judge_names(metrics)
     w = max(28, *(len(p["name"]) for p in metrics["policies"]))
     print(f"\n{'policy':<{w}} {'real':>6} {'predicted':>10} {'length real/imagined':>21}  "
           + "  ".join(f"{'fired ' + j:>12}" for j in judges))
     for p in metrics["policies"]:
         print(f"{p['name']:<{w}} {p['real_success']:>6.2f} {p['predicted_success']:>10.2f} "
               f"{p['real_length']:>10.0f} / {p['wm_length']:<8.0f}  "
-              + "  ".join(f"{p[f'judge_{j}_rate']:>12.2f}" for j in judges))
+              + "  ".join(f"{p.get(f'judge_{j}_rate', math.nan):>12.2f}" for j in judges))
     for family, f in metrics.get("families", {}).items():
         print(f"family {family:<21} n={f['n_policies']:<3} Pearson {f.get('pearson', math.nan):.3f}  "
               f"MMRV {f.get('mmrv', math.nan):.3f}  mean |error| {f['mean_abs_error']:.3f}")
