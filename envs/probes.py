@@ -57,6 +57,10 @@ class TaskProbe:
     one step: contact distance plus one step of the agent's motion plus a centimetre of reading error.
     The learned simulator's "tracked" judge holds the object still wherever the agent is farther away
     (world_models/env.py); None where the task defines none."""
+    static_state: slice | None = None
+    """environment_state entries the task keeps fixed through an episode (a goal's position): the
+    learned simulator holds them at their real start values instead of reading them off generated
+    frames (world_models/env.py); None where the task keeps none fixed."""
     moving_threshold: float = 0.01
     """Metres the object must travel over a chunk for the window to count as one where it moves (contact
     figures, moving-window sampling): above the detector's error, below a push's travel."""
@@ -109,12 +113,14 @@ PROBES: dict[str, TaskProbe] = _probes(
               agent_xy=slice(0, 2), object_xy=slice(0, 2),
               success_from_env_state=push_cube.is_success_from_env_state,
               object_xy_from_frames=push_cube.detect_cube_xy, perturb_start=_nudge_cube,
-              reach=push_cube.CUBE_HALF * 1.42 + push_cube.PUSHER_RADIUS + push_cube.ACTION_SCALE + 0.01),
+              reach=push_cube.CUBE_HALF * 1.42 + push_cube.PUSHER_RADIUS + push_cube.ACTION_SCALE + 0.01,
+              static_state=slice(4, 6)),
     # agent_pos (4,) hand xyz, finger opening; environment_state (6,) cube xyz, target xyz (pick_place.py)
     TaskProbe(env_id="wmsuite/PickPlace-v0", camera="front", action_dim=4, agent_dim=4, env_state_dim=6,
               agent_xy=slice(0, 2), object_xy=slice(0, 2),
               success_from_env_state=pick_place.is_success_from_env_state,
-              object_xy_from_frames=pick_place.detect_cube_xy, perturb_start=_nudge_cube),
+              object_xy_from_frames=pick_place.detect_cube_xy, perturb_start=_nudge_cube,
+              static_state=slice(3, 6)),
     # agent_pos (9,) eef pos, eef quat, fingers; environment_state (10,) robosuite's Lift object-state
     # (cube pos, cube quat, gripper-to-cube); OSC_POSE actions (6) + gripper (robosuite_env.py)
     TaskProbe(env_id=robosuite_env.env_id("Lift"), camera="agentview", action_dim=7, agent_dim=9,

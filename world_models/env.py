@@ -25,7 +25,11 @@
   agree) and "tracked": the task's rule on an object position that moves only while the agent is
   within `ObjectTracking.reach` of it (objects do not move untouched: an object drawn beside an agent
   far from the real one is not the object). Under "tracked" the observation's environment_state holds
-  that tracked position, so policies act on the world the judge sees. Every judge the env can compute
+  that tracked position, so policies act on the world the judge sees. `static_state` names the
+  environment_state entries the task keeps fixed through an episode (a goal's position): they are
+  known from the real start, so the observation and the state judges hold them there instead of
+  re-reading them from generated frames, where a drawn goal may drift (towards the object, as in the
+  successes the model saw). Every judge the env can compute
   is reported per step in info as `judge/<name>` (1.0 when it fires on one of the chunk's frames),
   whichever one ends episodes, so they can be compared.
   reward: the reward head summed over the chunk's frames up to the observed one.
@@ -118,7 +122,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  success_threshold: float = 0.5, terminate_on_success: bool = True,
                  sampling_steps: int | None = None, device: str = "cpu", seed: int = 0,
                  success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
-                 tracking: ObjectTracking | None = None) -> None:
+                 tracking: ObjectTracking | None = None, static_state: slice | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -134,6 +138,10 @@ class WorldModelEnv(gym.vector.VectorEnv):
             raise ValueError("judge 'tracked' needs tracking=ObjectTracking(agent_xy, object_xy, reach) from the "
                              "task probe")
         self.success_fn, self.judge, self.tracking = success_fn, judge, tracking
+        if static_state is not None and not range(model.cfg.env_state_dim)[static_state]:
+            raise ValueError(f"static_state {static_state} picks no entry of the model's "
+                             f"{model.cfg.env_state_dim}-d environment_state")
+        self.static_state = static_state
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -161,6 +169,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
         self._success = np.zeros(num_envs, bool)
         self._tracked = np.zeros((num_envs, 2), np.float32)  # the tracked object's (x, y) per sub-env
+        self._start_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)  # environment_state at reset
         self._t = np.zeros(num_envs, np.int64)
         self._gen = torch.Generator(device=device).manual_seed(seed)
         self._seed_rng = np.random.default_rng(seed)
@@ -197,6 +206,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             self._agent_pos[rows] = np.stack(states)
             if self._env_state.shape[1]:
                 self._env_state[rows] = np.stack(env_states)
+                self._start_state[rows] = self._env_state[rows]
                 if self.tracking is not None:
                     self._tracked[rows] = self._env_state[rows][:, self.tracking.object_xy]
             self._success[rows] = False
@@ -216,8 +226,10 @@ class WorldModelEnv(gym.vector.VectorEnv):
             idm = model.inverse_dynamics(before.newest, lat)  # (n, H, A)
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
             fired = {"head": (prob > self.success_threshold).cpu().numpy()}  # judge -> (n, H) bool
+            env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
+            if self.static_state is not None:
+                env_state[..., self.static_state] = self._start_state[:, None, self.static_state]
             if self.success_fn is not None:
-                env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
                 fired["state"] = np.asarray(self.success_fn(env_state), bool).reshape(prob.shape)
                 fired["both"] = fired["head"] & fired["state"]
                 if self.tracking is not None:
@@ -231,9 +243,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
         self._agent_pos = heads["agent_pos"][rows, first].cpu().numpy().astype(np.float32)
-        self._env_state = heads["environment_state"][rows, first].cpu().numpy().astype(np.float32)
-        if self.judge == "tracked":
-            self._env_state = tracked[np.arange(self.num_envs), first.cpu().numpy()].astype(np.float32)
+        picked = (np.arange(self.num_envs), first.cpu().numpy())
+        self._env_state = (tracked if self.judge == "tracked" else env_state)[picked].astype(np.float32)
         self._success = hit.any(1).cpu().numpy()
         self._t += 1
         terminated = self._success & self.terminate_on_success
@@ -284,13 +295,14 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          sampling_steps: int | None = None, seed: int = 0,
                          success_threshold: float = 0.5,
                          success_fn: Callable[[np.ndarray], np.ndarray] | None = None,
-                         judge: str = "head", tracking: ObjectTracking | None = None) -> WorldModelEnv:
+                         judge: str = "head", tracking: ObjectTracking | None = None,
+                         static_state: slice | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
-    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`: see the
+    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`: see the
     module docstring (the caller fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
@@ -310,4 +322,5 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     return WorldModelEnv(model, GymResetContext(lambda: gym.make(env_id)), num_envs=num_envs,
                          horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
-                         seed=seed, success_fn=success_fn, judge=judge, tracking=tracking)
+                         seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
+                         static_state=static_state)

@@ -85,8 +85,8 @@ def test_counterfactual_frames_are_judged_by_the_object(model, kind, success):
     assert (head == success).all() and (state == success).all()
 
 
-@pytest.mark.xfail(strict=True, reason="known limit of the shipped model (issue #25, open): it imagines the cube "
-                   "carried along by a pusher that drives to the goal; strict, so a model that fixes it fails "
+@pytest.mark.xfail(strict=True, reason="known limit of the shipped model (issue #25, open): it draws the goal "
+                   "drifting towards the cube, and a parker steering by it pushes the cube in; strict, so a model that fixes it fails "
                    "this mark and the mark goes")
 def test_goal_parker_is_imagined_to_fail_where_the_expert_is_imagined_to_succeed(model):
     """Eight starts; the parker never succeeds in the real simulator on them (checked), and the learned

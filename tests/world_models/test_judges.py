@@ -3,6 +3,8 @@ judge reported per step, the chosen one ending episodes, and clear errors."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -114,3 +116,35 @@ def test_tracked_judge_moves_the_object_only_within_reach_of_the_agent(episodes)
         ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.0)
     env.step(np.zeros((2, 2, 2), np.float32))  # a full step runs the tracker on the heads' readings
     assert np.isfinite(env._env_state).all()
+
+
+def test_static_state_is_held_at_its_start_value_for_the_observation_and_the_rule(episodes):
+    """The entries a task keeps fixed (a goal) come from the real start, not from generated frames: the
+    observation carries them unchanged over steps, and the success rule sees them on every frame."""
+    seen = []
+
+    def rule(env_state):
+        seen.append(np.array(env_state))
+        return np.zeros(np.shape(env_state)[:-1], bool)
+
+    model = tiny_model(episodes, camera="top")
+    starts = [copy.deepcopy(ep) for ep in episodes]  # real starts whose fixed entries the heads never saw
+    for i, ep in enumerate(starts):
+        ep.env_state[:, 2:4] = [-3.0 - i, 5.0 + i]
+    env = WorldModelEnv(model, EpisodeContext(starts), num_envs=4, horizon=3, seed=0, success_fn=rule,
+                        judge="state", static_state=slice(2, 4))
+    obs, _ = env.reset(seed=[0, 1, 2, 3])
+    start = np.stack([starts[s % len(starts)].env_state[0] for s in range(4)])[:, 2:4]  # real (n, 2)
+    np.testing.assert_allclose(obs["environment_state"][:, 2:4], start, rtol=1e-6)
+    for _ in range(2):
+        obs, *_ = env.step(np.zeros((4, 2, 2), np.float32))
+        np.testing.assert_allclose(obs["environment_state"][:, 2:4], start, rtol=1e-6)
+    for states in seen:  # (n, H, E) per step: the static entries on every frame
+        np.testing.assert_allclose(states[..., 2:4], np.broadcast_to(start[:, None], states[..., 2:4].shape),
+                                   rtol=1e-6)
+    free = WorldModelEnv(model, EpisodeContext(starts), num_envs=4, horizon=3, seed=0)
+    free.reset(seed=[0, 1, 2, 3])
+    moved, *_ = free.step(np.zeros((4, 2, 2), np.float32))
+    assert not np.allclose(moved["environment_state"][:, 2:4], start), "the heads alone do not hold them"
+    with pytest.raises(ValueError, match="static_state"):
+        WorldModelEnv(model, EpisodeContext(episodes), num_envs=1, static_state=slice(9, 12))
