@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ from wmsuite.eval_harness.metrics import all_metrics
 
 def record_wm(env, model) -> dict[str, list]:
     """Make `env` (a WorldModelEnv) keep the heads' readings of every step in the returned dict."""
-    log: dict[str, list] = {"init_agent": [], "init_state": [], "prob": [], "agent": [], "state": []}
+    log: dict[str, list] = {"init_state": [], "prob": [], "agent": [], "state": []}
     predict, step, reset = model.predict_heads, env.step, env.reset
     last: dict[str, torch.Tensor] = {}
 
@@ -47,7 +48,6 @@ def record_wm(env, model) -> dict[str, list]:
 
     def reset_and_log(**kwargs):
         out = reset(**kwargs)
-        log["init_agent"].append(env._agent_pos.copy())
         log["init_state"].append(env._env_state.copy())
         return out
 
@@ -90,8 +90,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     cfg = EvalConfig(zoo=args.zoo, wm=args.wm, split=args.split, episodes=args.episodes, num_envs=args.episodes)
     entries, trusted, seed = policy_entries(cfg)
-    cfg = EvalConfig(zoo=args.zoo, wm=args.wm, split=args.split, episodes=args.episodes, num_envs=args.episodes,
-                     seed=seed)
+    cfg = replace(cfg, seed=seed)
     model = load_model(cfg)
     probe = PROBES[cfg.env]
     chunk = model.cfg.chunk

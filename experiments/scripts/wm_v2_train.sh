@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fine-tune the shipped PushCube world model on the v2 data mix (experts + play,
-# experiments/scripts/wm_data_v2.sh), then retrain its heads; resumable (rerun to go on).
+# experiments/scripts/wm_data_v2.sh), retrain its heads, export to $OUT-export; resumable (rerun to go on).
 # STEPS: the dynamics step to reach (the shipped model is at 35,000); LR: peak learning rate of the
 # fresh warm-up + cosine; MOVING: share of each batch drawn from windows where the cube moves (keeps
 # real pushes in every batch while the play data teaches where it does not); THREADS; OUT.
