@@ -124,7 +124,8 @@ def test_labels_reruns_and_untrusted_manifests(tmp_path, capsys, monkeypatch):
                  str(tmp_path / "dup")]) == 2
     assert "label 'x' names two policies" in capsys.readouterr().err
 
-    for change, named in ((["--seed", "1"], "seed: now 1, recorded 0"), (["--num-envs", "1"], "num_envs")):
+    for change, named in ((["--seed", "1"], "seed: now 1, recorded 0"), (["--num-envs", "1"], "num_envs"),
+                          (["--no-hold-static"], "hold_static")):
         assert main(argv + change) == 2
         assert named in capsys.readouterr().err
     labelled = ["eval", "--wm", str(tmp_path / "wm"), "--episodes", "2", "--num-envs", "2", "--videos", "0", "--out",

@@ -64,6 +64,11 @@ class EvalConfig:
     task's success rule on the environment_state head's reading of each generated frame), 'both', or
     'tracked' (the rule on an object position that moves only while the agent is within reach of it).
     Every judge's firing step is recorded per episode either way (episodes.jsonl, judge_* figures)."""
+    hold_static: bool = True
+    """Hold the state the task fixes at reset (PushCube's goal, PickPlace's target; the task probe's
+    `static_state`) at its real start value in every imagined frame's reading, for the observation and
+    the rule-based judges, instead of the value the heads read off generated frames (which can drift
+    toward where the objects are). No effect for tasks whose probe names no fixed state."""
     device: str = "cpu"
     """Torch device for the world model and learned policies."""
     out: str = "runs/eval-pushcube"
@@ -172,6 +177,14 @@ def load_model(cfg: EvalConfig):
     return load_world_model(resolve_asset(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None)
 
 
+def _holds_static(env_id: str) -> bool:
+    """Whether --hold-static changes anything for `env_id` (its probe names a fixed state)."""
+    from wmsuite.envs import PROBES
+
+    probe = PROBES.get(env_id)
+    return probe is not None and probe.static_state is not None
+
+
 def make_env_factory(cfg: EvalConfig, model):
     """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`."""
     # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
@@ -195,7 +208,9 @@ def make_env_factory(cfg: EvalConfig, model):
         return make_world_model_env(model, cfg.env, cfg.num_envs, device=cfg.device,
                                     sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,
-                                    tracking=tracking)
+                                    tracking=tracking,
+                                    static_state=probe.static_state if probe is not None and cfg.hold_static
+                                    else None)
 
     return make
 
@@ -213,6 +228,7 @@ def run(cfg: EvalConfig) -> int:
     identity = {"env": cfg.env, "wm": file_digest(resolve_checkpoint(resolve_asset(cfg.wm))), "episodes": cfg.episodes,
                 "num_envs": cfg.num_envs, "seed": cfg.seed, "sampling_steps": cfg.sampling_steps, "device": cfg.device,
                 **({"judge": cfg.judge} if cfg.judge != "head" else {}),  # records from before judges stay valid
+                **({"hold_static": True} if cfg.hold_static and _holds_static(cfg.env) else {}),
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
