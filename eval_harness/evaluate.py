@@ -22,6 +22,12 @@ Trust signals: the engine keeps every `trust/<signal>` a step's info carries in 
 steps, and each policy's row in the metrics holds, for every such key, its mean over the policy's
 learned-simulator episodes under the same name (`trust_idm_error_mean`, `trust_success_prob_max`, ...),
 plus `idm_error`, the name the report uses for `trust_idm_error_mean`.
+
+Few real episodes: with `real_episodes` n below `episodes`, only episodes 0..n-1 run in the real
+simulator (the same ones a full run gives), and every row adds `ppi_success` and `ppi_ci`: the
+prediction-powered estimate of the real success rate from the n paired episodes and the other
+imagined ones (eval_harness/ppi.py), next to `real_success`/`real_ci` (the n real episodes alone) and
+`predicted_success` (the imagined ones alone).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from wmsuite.eval_harness.metrics import all_metrics, bootstrap
+from wmsuite.eval_harness.ppi import ppi_mean
 from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.runs import dumps_strict
 from wmsuite.stats import wilson_interval
@@ -72,6 +79,13 @@ class EvalSetup:
     """sim ('real' | 'wm') -> a VectorEnv with `num_envs` sub-envs (created once, reused)."""
     act_every: int | None = None
     """Actions executed open-loop per policy query, in both simulators (the world model's chunk)."""
+    real_episodes: int | None = None
+    """Episodes per policy in the real simulator, the first ones of the `episodes` (None: all of them).
+    Fewer than `episodes` adds the prediction-powered estimate (eval_harness/ppi.py) to every row."""
+
+    def count(self, sim: str) -> int:
+        """Episodes per policy in `sim`."""
+        return self.real_episodes if sim == "real" and self.real_episodes is not None else self.episodes
 
 
 class EpisodeLog:
@@ -117,13 +131,13 @@ def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = prin
     try:
         for entry in setup.policies:
             for sim in SIMS:
-                missing = [i for i in range(setup.episodes) if (entry.name, sim, i) not in log.done]
+                missing = [i for i in range(setup.count(sim)) if (entry.name, sim, i) not in log.done]
                 if not missing:
                     continue
                 if sim not in envs:
                     envs[sim] = setup.make_env(sim)
                 progress(f"{entry.name} in {sim}: {len(missing)} episodes to run")
-                for ep in _run_waves(setup, entry, envs[sim], missing):
+                for ep in _run_waves(setup, entry, envs[sim], missing, setup.count(sim)):
                     log.add(_record(entry.name, sim, ep))
     finally:
         log.close()
@@ -134,16 +148,19 @@ def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = prin
     return metrics
 
 
-def _run_waves(setup: EvalSetup, entry: PolicyEntry, env: Any, missing: list[int]) -> Iterator[Episode]:
-    n = setup.num_envs
+def _run_waves(setup: EvalSetup, entry: PolicyEntry, env: Any, missing: list[int],
+               count: int | None = None) -> Iterator[Episode]:
+    """The episodes `missing` of the first `count` (None: setup.episodes), wave by wave; a wave's
+    episodes do not depend on `count`, so fewer real episodes are the first ones of a full run."""
+    n, count = setup.num_envs, count or setup.episodes
     for wave in sorted({i // n for i in missing}):
-        members = set(range(wave * n, min((wave + 1) * n, setup.episodes)))
+        members = set(range(wave * n, min((wave + 1) * n, count)))
         wave_seed = zlib.crc32(f"{setup.seed}/{entry.name}/{wave}".encode())
         _seed_all(wave_seed)
         policy = setup.make_policy(entry.spec, wave_seed)
-        cfg = RolloutConfig(episodes=setup.episodes, seed=setup.seed, record_frames=False, progress=False,
+        cfg = RolloutConfig(episodes=count, seed=setup.seed, record_frames=False, progress=False,
                             policy_id=entry.name, env_id=setup.env_id, act_every=setup.act_every)
-        yield from rollout(policy, env, cfg, skip=set(range(setup.episodes)) - members)
+        yield from rollout(policy, env, cfg, skip=set(range(count)) - members)
 
 
 def _seed_all(seed: int) -> None:
@@ -176,9 +193,10 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
     for entry in setup.policies:
         outcomes = {}
         for sim in SIMS:
-            recs = [done[(entry.name, sim, i)] for i in range(setup.episodes) if (entry.name, sim, i) in done]
-            if len(recs) != setup.episodes:
-                raise RuntimeError(f"{entry.name} has {len(recs)}/{setup.episodes} {sim} episodes recorded")
+            count = setup.count(sim)
+            recs = [done[(entry.name, sim, i)] for i in range(count) if (entry.name, sim, i) in done]
+            if len(recs) != count:
+                raise RuntimeError(f"{entry.name} has {len(recs)}/{count} {sim} episodes recorded")
             outcomes[sim] = np.array([r["success"] for r in recs], bool)
         real, pred = outcomes["real"], outcomes["wm"]
         r_lo, r_hi = wilson_interval(int(real.sum()), len(real))
@@ -188,16 +206,17 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
         rows.append({"name": entry.name, "spec": entry.spec, "family": entry.family, "split": entry.split,
                      "real_success": float(real.mean()),
                      "real_ci": [r_lo, r_hi], "predicted_success": float(pred.mean()), "predicted_ci": [p_lo, p_hi],
-                     "episode_agreement": float((real == pred).mean()),
+                     "episode_agreement": float((real == pred[: len(real)]).mean()),
+                     **_ppi_figures(real, pred),
                      "idm_error": trust.get("trust_idm_error_mean", math.nan), **trust,
                      "real_length": float(np.mean([done[(entry.name, "real", i)].get("length", math.nan)
-                                                   for i in range(setup.episodes)])),
+                                                   for i in range(setup.count("real"))])),
                      "wm_length": float(np.mean([r.get("length", math.nan) for r in wm_recs])),
                      **_judge_figures(wm_recs)})
         real_outcomes.append(real)
         sim_outcomes.append(pred)
     metrics: dict[str, Any] = {"env": setup.env_id, "n_policies": len(rows), "episodes_per_policy": setup.episodes,
-                               "seed": setup.seed, "policies": rows}
+                               "real_episodes_per_policy": setup.count("real"), "seed": setup.seed, "policies": rows}
     if any(r["family"] for r in rows):
         metrics["families"] = family_metrics(rows)
     if len(rows) >= 2:
@@ -222,6 +241,17 @@ def family_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """family -> `row_metrics` over that family's rows alone."""
     return {family: row_metrics([r for r in rows if r["family"] == family])
             for family in sorted({r["family"] for r in rows})}
+
+
+def _ppi_figures(real: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    """With fewer real episodes than imagined ones (the first len(real) of each simulator paired by
+    seed): the prediction-powered estimate of the real rate and its 95% interval, and the weight it
+    put on the imagined episodes; nothing when every episode ran in both."""
+    n = len(real)
+    if n >= len(pred):
+        return {}
+    est = ppi_mean(real.astype(float), pred[:n].astype(float), pred[n:].astype(float))
+    return {"ppi_success": est.value, "ppi_ci": [est.low, est.high], "ppi_weight": est.lam}
 
 
 def _judge_figures(records: list[dict[str, Any]]) -> dict[str, float]:

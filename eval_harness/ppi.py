@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wmsuite.stats import wilson_interval
+
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
 
 
@@ -79,13 +81,10 @@ def _interval(value: float, se: float, z: float) -> tuple[float, float]:
 def real_only(y, *, z: float = Z95) -> Estimate:
     """The Wilson interval of n real outcomes: what the n real episodes say alone."""
     y = _check("real outcomes", y)
-    n = len(y)
-    if n == 0:
+    if len(y) == 0:
         raise ValueError("need at least one real episode")
-    p = float(y.mean())
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), 0.0)
+    low, high = wilson_interval(int(round(y.sum())), len(y), z=z)
+    return Estimate(float(y.mean()), low, high, 0.0)
 
 
 def imagined_only(yhat_all, *, z: float = Z95) -> Estimate:

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from wmsuite.eval_harness.ppi import ppi_mean
+
 ENV = "wmsuite/PushCube-v0"
 POLICIES = ("expert@0.0", "expert@1.0")  # the scripted experts: skill 0 always fails in some way, skill 1 is competent
 
@@ -91,6 +93,21 @@ def test_eval_end_to_end_on_a_tiny_world_model(tmp_path, capsys):
     again = json.loads((out / "metrics.json").read_text())
     assert _figures(again) == _figures(metrics)
     assert video.stat().st_mtime_ns == stamp
+
+    # few real episodes: the real simulator runs the first two, the same as in the full run, and each
+    # row adds the prediction-powered estimate from those two pairs and the two other imagined episodes
+    few = tmp_path / "few"
+    assert main([*argv[:-1], str(few), "--real-episodes", "2", "--videos", "0"]) == 0
+    fewer = [json.loads(line) for line in (few / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(r["episode"] for r in fewer if r["sim"] == "real" and r["policy"] == POLICIES[1]) == [0, 1]
+    keep = ("policy", "sim", "episode", "success", "length")
+    assert [{k: r[k] for k in keep} for r in fewer if r["sim"] == "real"] == \
+        [{k: r[k] for k in keep} for r in records if r["sim"] == "real" and r["episode"] < 2]
+    for p in json.loads((few / "metrics.json").read_text())["policies"]:
+        out_of = {s: [float(r["success"]) for r in sorted(fewer, key=lambda r: r["episode"])
+                      if r["policy"] == p["name"] and r["sim"] == s] for s in ("real", "wm")}
+        est = ppi_mean(out_of["real"], out_of["wm"][:2], out_of["wm"][2:])
+        assert p["ppi_success"] == pytest.approx(est.value) and p["ppi_ci"] == pytest.approx([est.low, est.high])
 
 
 def _figures(metrics: dict) -> str:

@@ -55,6 +55,10 @@ class EvalConfig:
     split: str = "all"
     """Which of the manifest's policies to run: 'validation' (tune checkpoints, recipes and judges on
     these), 'test' (report these) or 'all'. A split's episodes start from the seed the manifest names for it."""
+    real_episodes: int = 0
+    """Run only the first this many episodes of each policy in the real simulator (0: all --episodes) and
+    report, next to the real-only and imagined-only rates, the prediction-powered estimate of the real
+    success rate that combines them, with its 95% interval (`ppi_success`, `ppi_ci`)."""
     videos: int = 3
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
     sampling_steps: int = 0
@@ -85,6 +89,9 @@ class EvalConfig:
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
         if self.judge not in JUDGES:
             raise ValueError(f"--judge must be one of {', '.join(JUDGES)}, got {self.judge!r}")
+        if not 0 <= self.real_episodes < self.episodes:
+            raise ValueError(f"--real-episodes must be 0 (all) or below --episodes ({self.episodes}), "
+                             f"got {self.real_episodes}")
         if self.episodes < 1 or self.num_envs < 1 or self.videos < 0 or self.sampling_steps < 0:
             raise ValueError(f"need episodes >= 1, num_envs >= 1, videos >= 0, sampling_steps >= 0; got "
                              f"{self.episodes}, {self.num_envs}, {self.videos}, {self.sampling_steps}")
@@ -229,12 +236,14 @@ def run(cfg: EvalConfig) -> int:
                 "num_envs": cfg.num_envs, "seed": cfg.seed, "sampling_steps": cfg.sampling_steps, "device": cfg.device,
                 **({"judge": cfg.judge} if cfg.judge != "head" else {}),  # records from before judges stay valid
                 **({"hold_static": True} if cfg.hold_static and _holds_static(cfg.env) else {}),
+                **({"real_episodes": cfg.real_episodes} if cfg.real_episodes else {}),
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
                       seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
-                      make_env=make_env_factory(cfg, model), act_every=chunk)
+                      make_env=make_env_factory(cfg, model), act_every=chunk,
+                      real_episodes=cfg.real_episodes or None)
     metrics = evaluate(setup, out)
     videos = _videos(cfg, setup, out) if cfg.videos else []
     report = write_report(metrics, out, videos)
@@ -246,6 +255,13 @@ def run(cfg: EvalConfig) -> int:
         print(f"{p['name']:<{w}} {p['real_success']:>6.2f} {p['predicted_success']:>10.2f} "
               f"{p['real_length']:>10.0f} / {p['wm_length']:<8.0f}  "
               + "  ".join(f"{p.get(f'judge_{j}_rate', math.nan):>12.2f}" for j in judges))
+    if any("ppi_success" in p for p in metrics["policies"]):
+        n = metrics["real_episodes_per_policy"]
+        print(f"\n{'policy':<{w}} {f'real ({n} episodes)':>22} {f'imagined ({cfg.episodes})':>22} "
+              f"{'prediction-powered':>22}   (95% intervals)")
+        for p in metrics["policies"]:
+            print(f"{p['name']:<{w}} " + " ".join(f"{p[k]:>6.2f} [{p[c][0]:.2f}, {p[c][1]:.2f}]".rjust(22) for k, c in (
+                ("real_success", "real_ci"), ("predicted_success", "predicted_ci"), ("ppi_success", "ppi_ci"))))
     for family, f in metrics.get("families", {}).items():
         print(f"family {family:<21} n={f['n_policies']:<3} Pearson {f.get('pearson', math.nan):.3f}  "
               f"MMRV {f.get('mmrv', math.nan):.3f}  mean |error| {f['mean_abs_error']:.3f}")
