@@ -1,0 +1,222 @@
+"""Trust signals: the round trip against an oracle world model whose dynamics invert exactly, and
+the calibrator against synthetic data drawn from the model it assumes."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+
+from tests.world_models.conftest import tiny_model
+from wmsuite.world_models.model import FORWARD
+from wmsuite.world_models.rollout import WorldModelState, rollout
+from wmsuite.world_models.trust import Calibrator, round_trip_chunks, round_trip_error
+
+K, H, A, C, S = 3, 2, 2, 2, 3  # context, chunk, action size, latent channels, latent side
+RATE = 0.8  # the oracle's contraction per forward frame
+
+
+@dataclass
+class OracleConfig:
+    context: int = K
+    chunk: int = H
+    action_dim: int = A
+
+
+class Oracle:
+    """Exact, invertible dynamics on latents: frame j+1 = R frame j + P(a_j) (+ `bias` per forward
+    frame), with R = `RATE` times the identity and P a fixed linear map from actions to latents;
+    backward, frame m = (frame m+1 - P(a_m)) / R. R != 1 makes the order of the actions matter. The
+    environment state is each latent channel's spatial mean (E = C)."""
+
+    def __init__(self, bias: float = 0.0) -> None:
+        self.cfg, self.bias, self.calls = OracleConfig(), bias, 0
+        self.pattern = torch.randn(A, C, S, S, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+
+    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None):
+        self.calls += 1
+        x, out = context[:, -1], []  # (B, C, s, s): the frame the chunk starts from
+        for j in range(actions.shape[1]):
+            push = torch.einsum("ba,acxy->bcxy", actions[:, j], self.pattern)  # (B, C, s, s)
+            x = RATE * x + push + self.bias if direction == FORWARD else (x - push) / RATE
+            out.append(x)
+        return torch.stack(out, dim=1)  # (B, H, C, s, s)
+
+    def predict_heads(self, latents):
+        return {"environment_state": latents.mean(dim=(-1, -2))}
+
+
+def _imagine(model, n, b=4, seed=0):
+    """A rollout of n actions from a real f_0 repeated K times (as at a reset): f_0 (B, C, s, s), the
+    K newest frames f_{n-K+1} .. f_n (B, K, C, s, s), the actions (B, n, A)."""
+    gen = torch.Generator().manual_seed(seed)
+    f0 = torch.randn(b, C, S, S, generator=gen, dtype=torch.float64)
+    chunks = math.ceil(n / H)  # whole chunks forward; frames past f_n are not used
+    actions = torch.rand(b, chunks * H, A, generator=gen, dtype=torch.float64) * 2 - 1
+    state = WorldModelState(f0[:, None].expand(b, K, C, S, S).clone())
+    latents, after = rollout(model, state, actions)  # (B, chunks*H, C, s, s)
+    frames = torch.cat([state.context, latents], dim=1)  # index K-1+j holds f_j
+    current = frames[:, n : n + K]
+    if n % H == 0:
+        assert torch.equal(current, after.context)  # the same context the rollout carries
+    return f0, current, actions[:, :n]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 6, 7, 8])
+def test_an_exact_model_comes_back_to_its_start(n):
+    model = Oracle()
+    f0, current, actions = _imagine(model, n)
+    model.calls = 0
+    out = round_trip_error(model, f0, current, actions, start_env_state=f0.mean(dim=(-1, -2)))
+    torch.testing.assert_close(out["estimate"], f0, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out["latent"], torch.zeros(4, dtype=f0.dtype), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out["env_state"], torch.zeros(4, C, dtype=f0.dtype), atol=1e-5, rtol=0)
+    assert model.calls == round_trip_chunks(n, K, H)  # the cost helper counts the generate calls
+
+
+def test_round_trip_cost_by_hand():
+    # K=3, H=2: f_0 leaves the context at N=3; N-K+1 frames to regenerate, in chunks of 2
+    assert [round_trip_chunks(n, 3, 2) for n in range(8)] == [0, 0, 0, 1, 1, 2, 2, 3]
+    assert round_trip_chunks(10, 1, 4) == 3  # 10 frames back with a one-frame context
+    with pytest.raises(ValueError, match="depth"):
+        round_trip_chunks(-1, 3, 2)
+
+
+def test_a_forward_bias_shows_in_the_round_trip_and_grows_with_it_and_with_depth():
+    depths, biases = [3, 4, 5, 6, 8], [0.01, 0.02, 0.05]
+    err = np.zeros((len(biases), len(depths)))
+    for i, bias in enumerate(biases):
+        for j, n in enumerate(depths):
+            model = Oracle(bias)
+            f0, current, actions = _imagine(model, n, seed=j)
+            out = round_trip_error(model, f0, current, actions, start_env_state=f0.mean(dim=(-1, -2)))
+            # by hand: f_{N-K+1} carries bias * (1 + R + .. + R^(L-1)), L = N-K+1 (f_{N-K+2} .. f_N are
+            # never revisited); the L exact backward steps undo the actions and divide that by R^L
+            drift = bias * sum(RATE ** -i for i in range(1, n - K + 2))
+            torch.testing.assert_close(out["latent"], torch.full((4,), drift**2, dtype=f0.dtype))
+            torch.testing.assert_close(out["env_state"], torch.full((4, C), drift, dtype=f0.dtype))
+            err[i, j] = out["latent"].mean().item()
+    assert np.all(err > 0)
+    assert np.all(np.diff(err, axis=0) > 0) and np.all(np.diff(err, axis=1) > 0)
+
+
+def test_a_real_model_gives_finite_reproducible_errors(episodes):
+    model = tiny_model(episodes, context=2, chunk=2).eval()
+    k, c, s, e = model.cfg.context, model.codec.latent_channels, model.codec.latent_size, model.cfg.env_state_dim
+    gen = torch.Generator().manual_seed(0)
+    start, current = torch.randn(2, c, s, s, generator=gen), torch.randn(2, k, c, s, s, generator=gen)
+    actions, env = torch.rand(2, 5, 2, generator=gen), torch.randn(2, e, generator=gen)
+    one = round_trip_error(model, start, current, actions, env, generator=torch.Generator().manual_seed(1))
+    two = round_trip_error(model, start, current, actions, env, generator=torch.Generator().manual_seed(1))
+    assert one["latent"].shape == (2,) and one["env_state"].shape == (2, e)
+    assert torch.isfinite(one["latent"]).all() and torch.isfinite(one["env_state"]).all()
+    assert torch.equal(one["latent"], two["latent"]) and torch.equal(one["env_state"], two["env_state"])
+
+
+def test_shapes_that_do_not_fit_are_named():
+    model = Oracle()
+    f0, current, actions = _imagine(model, 4)
+    with pytest.raises(ValueError, match=r"current must be \(B, K=3.*\(4, 2, 2, 3, 3\)"):
+        round_trip_error(model, f0, current[:, 1:], actions)
+    with pytest.raises(ValueError, match=r"start must be .*\(4, 2, 3, 3\).*got \(3, 2, 3, 3\)"):
+        round_trip_error(model, f0[:3], current, actions)
+    with pytest.raises(ValueError, match=r"actions must be \(B=4, N, A=2\).*got \(4, 4, 3\)"):
+        round_trip_error(model, f0, current, torch.zeros(4, 4, 3))
+    with pytest.raises(ValueError, match=r"actions must be .*got \(4, 4\)"):
+        round_trip_error(model, f0, current, actions[..., 0])
+    with pytest.raises(ValueError, match=r"start_env_state must be \(B=4, E\); got \(2, 2\)"):
+        round_trip_error(model, f0, current, actions, start_env_state=torch.zeros(2, 2))
+
+
+# ---------------------------------------------------------------------------------------------- calibrator
+TRUTH = {"intercept": -1.0, "round_trip": 0.8, "idm": 0.3, "depth": 0.05}
+NOISE = 0.4  # the standard deviation of log(true error) around the truth
+
+
+def _draw(m, seed, idm=True):
+    """Rows from the calibrator's own model: log(err) = a + b log C [+ c log idm] + d depth + N(0, s^2)."""
+    rng = np.random.default_rng(seed)
+    feats = {"round_trip": np.exp(rng.normal(-4.0, 1.0, m)), "depth": rng.integers(1, 20, m).astype(float)}
+    log_err = TRUTH["intercept"] + TRUTH["round_trip"] * np.log(feats["round_trip"]) + TRUTH["depth"] * feats["depth"]
+    if idm:
+        feats["idm"] = np.exp(rng.normal(-2.0, 0.5, m))
+        log_err += TRUTH["idm"] * np.log(feats["idm"])
+    return feats, np.exp(log_err + rng.normal(0.0, NOISE, m))
+
+
+@pytest.mark.parametrize("idm", [True, False])
+def test_the_calibrator_recovers_its_model_and_its_intervals_cover(idm):
+    feats, err = _draw(4000, seed=0, idm=idm)
+    cal = Calibrator.fit(feats, err)
+    assert cal.features == (("round_trip", "idm", "depth") if idm else ("round_trip", "depth"))
+    want = [TRUTH["intercept"], TRUTH["round_trip"], *([TRUTH["idm"]] if idm else []), TRUTH["depth"]]
+    np.testing.assert_allclose(cal.weights, want, atol=0.08)
+    assert abs(cal.sigma - NOISE) < 0.02
+    held, held_err = _draw(4000, seed=1, idm=idm)  # a fresh draw
+    for level in (0.68, 0.95):
+        assert abs(cal.coverage(held, held_err, level) - level) < 0.03
+
+
+def test_fit_by_hand():
+    # log error [0, 1, 1, 2] on depth [0, 1, 2, 3]: slope Sxy/Sxx = 3/5, intercept 1 - 0.6 * 1.5,
+    # residuals (-0.1, 0.3, -0.3, 0.1), sigma = sqrt(0.2 / (4 rows - 2 weights))
+    cal = Calibrator.fit({"depth": [0, 1, 2, 3]}, np.exp([0.0, 1.0, 1.0, 2.0]))
+    np.testing.assert_allclose(cal.weights, [0.1, 0.6], atol=1e-12)
+    assert cal.sigma == pytest.approx(math.sqrt(0.1), abs=1e-12)
+
+
+def test_interval_by_hand():
+    cal = Calibrator(("round_trip", "depth"), (0.5, 2.0, -0.1), sigma=0.2, eps=1e-6)
+    mu, sigma = cal.predict({"round_trip": [math.e - 1e-6, 1.0], "depth": [0.0, 10.0]})
+    np.testing.assert_allclose(mu, [0.5 + 2.0, 0.5 + 2.0 * math.log(1.0 + 1e-6) - 1.0])
+    np.testing.assert_allclose(sigma, [0.2, 0.2])
+    low, high = cal.interval({"round_trip": [math.e - 1e-6], "depth": [0.0]}, level=0.95)
+    z95 = 1.959963984540054  # the standard normal's 97.5% quantile, from tables
+    np.testing.assert_allclose([low[0], high[0]], [math.exp(2.5 - z95 * 0.2), math.exp(2.5 + z95 * 0.2)])
+    # a row exactly at the edge is inside; one just beyond is not
+    feats = {"round_trip": [math.e - 1e-6] * 3, "depth": [0.0] * 3}
+    assert cal.coverage(feats, [high[0], high[0] * 1.001, math.exp(2.5)], level=0.95) == pytest.approx(2 / 3)
+
+
+def test_json_round_trip_predicts_identically():
+    feats, err = _draw(200, seed=2)
+    cal = Calibrator.fit(feats, err)
+    back = Calibrator.from_json(json.loads(json.dumps(cal.to_json())))
+    assert back == cal
+    for a, b in zip(cal.interval(feats, 0.9), back.interval(feats, 0.9)):
+        assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="log_normal_calibrator"):
+        Calibrator.from_json({**cal.to_json(), "version": 2})
+
+
+def test_bad_calibration_inputs_are_refused():
+    feats, err = _draw(50, seed=3)
+    with pytest.raises(ValueError, match="non-finite"):
+        Calibrator.fit({**feats, "depth": np.r_[np.nan, feats["depth"][1:]]}, err)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        Calibrator.fit({**feats, "round_trip": -feats["round_trip"]}, err)
+    with pytest.raises(ValueError, match="finite and > 0"):
+        Calibrator.fit(feats, np.r_[0.0, err[1:]])
+    with pytest.raises(ValueError, match="finite and > 0"):
+        Calibrator.fit(feats, np.r_[np.inf, err[1:]])
+    with pytest.raises(ValueError, match="at least 5 rows, got 4"):
+        Calibrator.fit({k: v[:4] for k, v in feats.items()}, err[:4])
+    with pytest.raises(ValueError, match="different lengths"):
+        Calibrator.fit({**feats, "idm": feats["idm"][:-1]}, err)
+    with pytest.raises(ValueError, match=r"true_error must be \(M=50,\)"):
+        Calibrator.fit(feats, err[:-1])
+    with pytest.raises(ValueError, match="unknown features"):
+        Calibrator.fit({**feats, "roundtrip": feats["round_trip"]}, err)
+    with pytest.raises(ValueError, match="collinear"):
+        Calibrator.fit({**feats, "depth": np.full(50, 7.0)}, err)
+    cal = Calibrator.fit(feats, err)
+    with pytest.raises(ValueError, match=r"missing \['idm'\]"):
+        cal.predict({"round_trip": feats["round_trip"], "depth": feats["depth"]})
+    with pytest.raises(ValueError, match="level"):
+        cal.interval(feats, 1.0)
+    with pytest.raises(ValueError, match="sigma"):
+        Calibrator(("depth",), (0.0, 1.0), sigma=-1.0)

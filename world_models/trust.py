@@ -1,0 +1,232 @@
+"""Trust signals for imagined rollouts: the round-trip error, and a calibrator that turns trust
+features into an interval on a rollout's true error.
+
+Round trip (arXiv 2608.00675). A rollout imagined N steps forward from a real frame f_0 is played
+backward through the same model, with the same actions reversed, until it is back at f_0; how far
+it lands from the real f_0 ranks how wrong the forward rollout is, without knowing the truth:
+
+    forward    f_0 --a_0--> f_1 --a_1--> ... --a_{N-1}--> f_N        (imagined)
+    context    f_{N-K+1} .. f_N, the K newest imagined frames
+    backward   context flipped (newest last is f_{N-K+1}); action a_m takes frame m+1 back to frame m:
+               a_{N-K}, a_{N-K-1}, .., a_0 -> f_{N-K}, .., f_0, zero actions after a_0 to fill a chunk
+    error      |backward f_0 - real f_0|
+
+This is exactly how `LatentWorldModel.loss` builds its backward windows, so the backward pass asks
+the model nothing it was not trained on. When N < K the real f_0 is still inside the context and the
+round trip costs nothing (and measures nothing: its error is that of the context itself).
+
+Calibrator. On rollouts whose true error is known (imagined beside real from the same start), a
+Gaussian model in log space: log(true error) ~ N(w . phi, sigma^2), phi = [1, log(round_trip + eps),
+log(idm + eps), depth], fitted by least squares. It gives an interval on the true error of a new
+rollout from its trust features alone, and its coverage on held-out rollouts says whether to believe
+the interval. Plain JSON in and out.
+
+Shapes: B batch, K context, H chunk, N imagined steps, A action size, C latent channels, s latent
+side, E environment-state size, M calibration rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import torch
+
+from wmsuite.world_models.model import BACKWARD, LatentWorldModel
+from wmsuite.world_models.rollout import WorldModelState, rollout
+
+
+def round_trip_chunks(depth: int, context: int, chunk: int) -> int:
+    """The chunks a round trip from `depth` N generates: ceil((N - K + 1) / H), 0 when N < K (the
+    cost of the signal, in `model.generate` calls)."""
+    if depth < 0 or context < 1 or chunk < 1:
+        raise ValueError(f"need depth >= 0, context >= 1, chunk >= 1, got {depth}, {context}, {chunk}")
+    return max(0, math.ceil((depth - context + 1) / chunk))
+
+
+@torch.no_grad()
+def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torch.Tensor, actions: torch.Tensor,
+                     start_env_state: torch.Tensor | None = None, steps: int | None = None,
+                     generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """Play imagined rollouts back to their start and measure how far they land from the real one.
+
+    start (B, C, s, s): latent of the real start frame f_0. current (B, K, C, s, s): the K newest
+    imagined latents f_{N-K+1} .. f_N, oldest first (a rollout's `state.context`). actions (B, N, A):
+    a_0 .. a_{N-1}, the actions that produced f_1 .. f_N; N is common to the batch (group rollouts
+    by depth). start_env_state (B, E), optional: the real start's environment state. `steps` and
+    `generator` go to the backward rollout as they would to a forward one.
+
+    Returns {"latent": (B,) mean squared latent difference between the backward f_0 and `start`,
+    "estimate": (B, C, s, s) the backward f_0} and, with `start_env_state`, "env_state": (B, E) the
+    absolute difference between the environment state the heads read from the backward f_0 and the
+    real one.
+    """
+    k, h = model.cfg.context, model.cfg.chunk
+    _check_shapes(model, start, current, actions, start_env_state)
+    n = actions.shape[1]
+    if n < k:  # f_0 is still in the context: no generation
+        estimate = current[:, k - 1 - n]  # (B, C, s, s)
+    else:
+        back = actions[:, : n - k + 1].flip(1)  # (B, N-K+1, A): a_{N-K} .. a_0
+        pad = round_trip_chunks(n, k, h) * h - back.shape[1]
+        back = torch.cat([back, back.new_zeros(back.shape[0], pad, back.shape[2])], dim=1)  # whole chunks
+        latents, _ = rollout(model, WorldModelState(current.flip(1)), back, BACKWARD, steps, generator)
+        estimate = latents[:, n - k]  # (B, C, s, s): f_0; the frames after it came from zero padding
+    out = {"latent": ((estimate - start) ** 2).mean(dim=(1, 2, 3)), "estimate": estimate}
+    if start_env_state is not None:
+        predicted = model.predict_heads(estimate)["environment_state"]  # (B, E)
+        out["env_state"] = (predicted - start_env_state).abs()
+    return out
+
+
+def _check_shapes(model: LatentWorldModel, start: torch.Tensor, current: torch.Tensor, actions: torch.Tensor,
+                  start_env_state: torch.Tensor | None) -> None:
+    """ValueErrors naming the shape that does not fit the others or the model."""
+    k = model.cfg.context
+    if current.ndim != 5 or current.shape[1] != k:
+        raise ValueError(f"current must be (B, K={k}, C, s, s), the K newest imagined latents; "
+                         f"got {tuple(current.shape)}")
+    b, latent = current.shape[0], tuple(current.shape[2:])
+    if tuple(start.shape) != (b, *latent):
+        raise ValueError(f"start must be (B, C, s, s) = {(b, *latent)} to match current {tuple(current.shape)}; "
+                         f"got {tuple(start.shape)}")
+    a = getattr(model.cfg, "action_dim", None)
+    if actions.ndim != 3 or actions.shape[0] != b or (a is not None and actions.shape[2] != a):
+        raise ValueError(f"actions must be (B={b}, N, A={a}), a_0 .. a_(N-1) of the rollout; "
+                         f"got {tuple(actions.shape)}")
+    if start_env_state is not None and (start_env_state.ndim != 2 or start_env_state.shape[0] != b):
+        raise ValueError(f"start_env_state must be (B={b}, E); got {tuple(start_env_state.shape)}")
+
+
+# ---------------------------------------------------------------------------------------------- calibrator
+FEATURES = {"round_trip": "log", "idm": "log", "depth": "linear"}
+"""The features a `Calibrator` knows, in the order their weights are stored, and how each enters phi:
+"log" ones as log(x + eps) (they must be >= 0), "linear" ones as they are."""
+
+
+@dataclass
+class Calibrator:
+    """log(true error) ~ N(w . phi(features), sigma^2); build one with `Calibrator.fit`."""
+
+    features: tuple[str, ...]
+    """The features used, a subset of FEATURES in its order (e.g. ("round_trip", "depth") when the
+    rollouts have no inverse-dynamics error)."""
+    weights: tuple[float, ...]
+    """w: the intercept, then one weight per feature."""
+    sigma: float
+    """Standard deviation of the residuals of log(true error), with ddof = the number of weights."""
+    eps: float = 1e-6
+    """Added to "log" features before the log, so that an exact zero (a round trip from N < K) stays
+    finite; small against the errors that matter."""
+
+    def __post_init__(self) -> None:
+        self.features, self.weights = tuple(self.features), tuple(float(w) for w in self.weights)
+        if not self.features or list(self.features) != [f for f in FEATURES if f in self.features]:
+            raise ValueError(f"features must be one or more distinct names from {list(FEATURES)} in that order, "
+                             f"got {list(self.features)}")
+        if len(self.weights) != len(self.features) + 1 or not all(map(math.isfinite, self.weights)):
+            raise ValueError(f"weights must be {len(self.features) + 1} finite numbers (intercept, then one per "
+                             f"feature), got {self.weights}")
+        if not (math.isfinite(self.sigma) and self.sigma >= 0):
+            raise ValueError(f"sigma must be finite and >= 0, got {self.sigma}")
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            raise ValueError(f"eps must be finite and > 0, got {self.eps}")
+
+    @classmethod
+    def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6) -> Calibrator:
+        """features {name: (M,)} for one or more names of FEATURES, true_error (M,) > 0 -> the least
+        squares fit of log(true_error) on phi. Needs M >= number of weights + 1 rows, and features
+        that vary independently of each other (a single depth, for instance, leaves depth's weight
+        undetermined: drop the feature)."""
+        unknown = sorted(set(features) - set(FEATURES))
+        if unknown:
+            raise ValueError(f"unknown features {unknown}; a Calibrator knows {list(FEATURES)}")
+        names = tuple(f for f in FEATURES if f in features)
+        if not names:
+            raise ValueError(f"a Calibrator needs at least one of the features {list(FEATURES)}")
+        phi = _design(features, names, eps)  # (M, P)
+        y = _log_error(true_error, len(phi))  # (M,)
+        m, p = phi.shape
+        if m < p + 1:
+            raise ValueError(f"fitting {p} weights ({['intercept', *names]}) needs at least {p + 1} rows, got {m}")
+        w, _, rank, _ = np.linalg.lstsq(phi, y, rcond=None)
+        if rank < p:
+            raise ValueError(f"the features {list(names)} are collinear with each other or constant over the "
+                             "rows; drop one (e.g. depth when all rollouts have the same depth)")
+        resid = y - phi @ w
+        sigma = float(np.sqrt(resid @ resid / (m - p)))
+        return cls(names, tuple(w.tolist()), sigma, eps)
+
+    def predict(self, features: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """features {name: (M,)} holding at least this calibrator's features (others of FEATURES are
+        ignored, so one dict serves calibrators fitted on different subsets) -> mu_log (M,), the
+        predicted mean of log(true error), and sigma (M,), its standard deviation."""
+        unknown = sorted(set(features) - set(FEATURES))
+        missing = [f for f in self.features if f not in features]
+        if unknown or missing:
+            raise ValueError(f"this calibrator needs features {list(self.features)}; missing {missing}, "
+                             f"unknown {unknown}")
+        phi = _design(features, self.features, self.eps)  # (M, P)
+        mu = phi @ np.asarray(self.weights)
+        return mu, np.full_like(mu, self.sigma)
+
+    def interval(self, features: dict[str, Any], level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+        """The central `level` interval of the true error, (low (M,), high (M,)) in error units:
+        exp(mu -/+ z sigma) with z the standard normal's (1 + level) / 2 quantile."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level}")
+        z = NormalDist().inv_cdf(0.5 + level / 2)
+        mu, sigma = self.predict(features)
+        return np.exp(mu - z * sigma), np.exp(mu + z * sigma)
+
+    def coverage(self, features: dict[str, Any], true_error: Any, level: float = 0.9) -> float:
+        """The share of rows whose true error (M,) lies inside their `level` interval: close to `level`
+        on held-out rollouts when the calibrator can be believed."""
+        low, high = self.interval(features, level)
+        err = np.exp(_log_error(true_error, len(low)))
+        return float(np.mean((low <= err) & (err <= high)))
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain JSON-serialisable dict (no pickle); `from_json` reads it back."""
+        return {"kind": "log_normal_calibrator", "version": 1, "features": list(self.features),
+                "weights": list(self.weights), "sigma": self.sigma, "eps": self.eps}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Calibrator:
+        if data.get("kind") != "log_normal_calibrator" or data.get("version") != 1:
+            raise ValueError(f"not a version-1 log_normal_calibrator: kind={data.get('kind')!r}, "
+                             f"version={data.get('version')!r}")
+        return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]))
+
+
+def _design(features: dict[str, Any], names: tuple[str, ...], eps: float) -> np.ndarray:
+    """phi (M, 1 + len(names)): a column of ones, then each named feature transformed as FEATURES says."""
+    cols = []
+    for name in names:
+        x = np.asarray(features[name], dtype=np.float64)
+        if x.ndim != 1 or not len(x):
+            raise ValueError(f"feature {name!r} must be a non-empty 1-D array (M,), got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"feature {name!r} has non-finite values")
+        if FEATURES[name] == "log":
+            if np.any(x < 0):
+                raise ValueError(f"feature {name!r} is an error and must be >= 0; min is {x.min()}")
+            x = np.log(x + eps)
+        cols.append(x)
+    lengths = {len(c) for c in cols}
+    if len(lengths) > 1:
+        raise ValueError(f"features {list(names)} have different lengths {[len(c) for c in cols]}")
+    return np.stack([np.ones(len(cols[0])), *cols], axis=1)
+
+
+def _log_error(true_error: Any, m: int) -> np.ndarray:
+    """log of true_error (M,), which must be finite and > 0 and have `m` rows."""
+    err = np.asarray(true_error, dtype=np.float64)
+    if err.shape != (m,):
+        raise ValueError(f"true_error must be (M={m},) like the features, got shape {err.shape}")
+    if not np.all(np.isfinite(err)) or np.any(err <= 0):
+        raise ValueError("true_error must be finite and > 0 (the calibrator models its log)")
+    return np.log(err)
