@@ -35,7 +35,12 @@
   reward: the reward head summed over the chunk's frames up to the observed one.
 - info (arrays over sub-envs): is_success, and trust signals `trust/idm_error` (mean absolute error of
   the actions the inverse-dynamics head recovers from the generated frames vs the actions given) and
-  `trust/success_prob` (the success head's highest probability over the chunk).
+  `trust/success_prob` (the success head's highest probability over the chunk); with
+  `round_trip=True`, also `trust/round_trip` on the step an episode ends (masked out on the others):
+  the latent error between the real start and a backward pass through the same model from the
+  episode's newest frames with its actions reversed (world_models/trust.py). It needs a model trained
+  with backward windows (`p_backward` > 0), costs as many chunks again as the episode ran, and draws
+  its noise from a generator of its own, so the imagined episodes are the same with it or without.
 - Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
   or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
 - Autoreset is disabled (Gymnasium's AutoresetMode.DISABLED): reset finished sub-envs with
@@ -59,6 +64,7 @@ from gymnasium.vector.utils import batch_space
 from wmsuite.types import Episode
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
+from wmsuite.world_models.trust import round_trip_error
 
 Observation = dict[str, Any]
 ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
@@ -122,7 +128,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  success_threshold: float = 0.5, terminate_on_success: bool = True,
                  sampling_steps: int | None = None, device: str = "cpu", seed: int = 0,
                  success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
-                 tracking: ObjectTracking | None = None, static_state: slice | None = None) -> None:
+                 tracking: ObjectTracking | None = None, static_state: slice | None = None,
+                 round_trip: bool = False) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -141,7 +148,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if static_state is not None and not range(model.cfg.env_state_dim)[static_state]:
             raise ValueError(f"static_state {static_state} picks no entry of the model's "
                              f"{model.cfg.env_state_dim}-d environment_state")
-        self.static_state = static_state
+        self.static_state, self.round_trip = static_state, round_trip
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -171,7 +178,11 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._tracked = np.zeros((num_envs, 2), np.float32)  # the tracked object's (x, y) per sub-env
         self._start_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)  # environment_state at reset
         self._t = np.zeros(num_envs, np.int64)
+        # round trip: each sub-env's real start latent and every action since its reset
+        self._start_latent = torch.zeros(num_envs, c, s, s, device=device)  # (n, C, s, s)
+        self._actions = torch.zeros(num_envs, horizon * cfg.chunk, cfg.action_dim, device=device)  # (n, T*H, A)
         self._gen = torch.Generator(device=device).manual_seed(seed)
+        self._back_gen = torch.Generator(device=device).manual_seed(seed)  # the backward passes' own noise
         self._seed_rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -185,11 +196,13 @@ class WorldModelEnv(gym.vector.VectorEnv):
         seeds = self._seeds(seed)
         if isinstance(seed, (int, np.integer)):
             self._gen.manual_seed(int(seed))
+            self._back_gen.manual_seed(int(seed))
         elif seed is not None and mask.all():
             # a full reset with a list of seeds (the rollout engine starting a batch): the sampling
             # noise follows from them, so the same seeds give the same imagined episodes
             spec = [-1 if s is None else int(s) for s in seed]
             self._gen.manual_seed(int(np.random.SeedSequence([s + 1 for s in spec]).generate_state(1)[0]))
+            self._back_gen.manual_seed(self._gen.initial_seed())
         frames, states, env_states, rows = [], [], [], np.flatnonzero(mask)
         for i in rows:
             obs = self.source(int(seeds[i]))
@@ -202,6 +215,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if len(rows):
             # each row's oldest frame repeated to fill K, then encoded: (m, K, C, s, s)
             self.state.assign(rows, WorldModelState.from_frames(self.model, frames, device=self.device))
+            self._start_latent[rows] = self.state.context[rows, -1]
             self._frames[rows] = np.stack([f[-1] for f in frames])
             self._agent_pos[rows] = np.stack(states)
             if self._env_state.shape[1]:
@@ -246,6 +260,9 @@ class WorldModelEnv(gym.vector.VectorEnv):
         picked = (np.arange(self.num_envs), first.cpu().numpy())
         self._env_state = (tracked if self.judge == "tracked" else env_state)[picked].astype(np.float32)
         self._success = hit.any(1).cpu().numpy()
+        for i, t in enumerate(self._t):  # the chunk each sub-env just ran, for its round trip
+            if t < self.horizon:
+                self._actions[i, t * self.chunk : (t + 1) * self.chunk] = act[i]
         self._t += 1
         terminated = self._success & self.terminate_on_success
         truncated = (self._t >= self.horizon) & ~terminated
@@ -257,6 +274,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         }
         for name, f in fired.items():
             info[f"judge/{name}"], info[f"_judge/{name}"] = f.any(1).astype(np.float32), ones
+        if self.round_trip:
+            info["trust/round_trip"], info["_trust/round_trip"] = self._round_trips(terminated | truncated)
         return self._obs(), reward.cpu().numpy().astype(np.float32), terminated, truncated, info
 
     def close(self, **kwargs: Any) -> None:
@@ -265,6 +284,19 @@ class WorldModelEnv(gym.vector.VectorEnv):
             close()
 
     # ------------------------------------------------------------------ helpers
+    def _round_trips(self, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The round-trip error (world_models/trust.py: latent MSE between the real start and where a
+        backward pass from the newest frames lands) of every sub-env whose episode ends now, from all
+        the chunks it ran; rows of one depth go back as one batch. -> (values (n,), mask (n,))."""
+        values = np.zeros(self.num_envs, np.float32)
+        for t in np.unique(self._t[done]):
+            rows = torch.as_tensor(np.flatnonzero(done & (self._t == t)), device=self.device)
+            err = round_trip_error(self.model, self._start_latent[rows], self.state.context[rows],
+                                   self._actions[rows, : int(t) * self.chunk], steps=self.sampling_steps,
+                                   generator=self._back_gen)
+            values[rows.cpu().numpy()] = err["latent"].cpu().numpy()
+        return values, done.copy()
+
     def _track(self, agent_pos: np.ndarray, env_state: np.ndarray) -> np.ndarray:
         """agent_pos (n, H, D), env_state (n, H, E) as the heads read them -> env_state with the object's
         (x, y) replaced, frame by frame, by the tracked position: the reading where the agent is within
@@ -296,14 +328,14 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          success_threshold: float = 0.5,
                          success_fn: Callable[[np.ndarray], np.ndarray] | None = None,
                          judge: str = "head", tracking: ObjectTracking | None = None,
-                         static_state: slice | None = None) -> WorldModelEnv:
+                         static_state: slice | None = None, round_trip: bool = False) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
-    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`: see the
-    module docstring (the caller fills them in from the task probe). world_models never imports
+    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
+    `round_trip`: see the module docstring (the caller fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
@@ -323,4 +355,4 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
-                         static_state=static_state)
+                         static_state=static_state, round_trip=round_trip)

@@ -220,3 +220,46 @@ def test_bad_calibration_inputs_are_refused():
         cal.interval(feats, 1.0)
     with pytest.raises(ValueError, match="sigma"):
         Calibrator(("depth",), (0.0, 1.0), sigma=-1.0)
+
+
+def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_the_same(episodes):
+    """With round_trip=True every imagined episode ends with one `trust/round_trip` value, the one
+    `round_trip_error` gives from the env's own start latent, context and actions, and the imagined
+    episodes are those of the env without it (the backward passes draw their own noise)."""
+    from wmsuite.rollout import RolloutConfig
+    from wmsuite.rollout import rollout as run_policy
+    from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+
+    class Push:
+        def reset(self):
+            pass
+
+        def predict_action_chunk(self, obs):
+            return np.full((len(obs["agent_pos"]), 2, 2), 0.5, np.float32)
+
+    def run(round_trip):
+        env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
+                            seed=0, round_trip=round_trip)
+        return list(run_policy(Push(), env, RolloutConfig(episodes=4, seed=0, progress=False, record_frames=True)))
+
+    with_rt, without = run(True), run(False)
+    for a, b in zip(with_rt, without):
+        np.testing.assert_array_equal(a.obs["top"], b.obs["top"])
+        values = a.meta["trust"]["trust/round_trip"]
+        assert len(values) == 1 and math.isfinite(values[0]) and values[0] >= 0
+        assert "trust/round_trip" not in b.meta["trust"]
+        assert len(a.meta["trust"]["trust/idm_error"]) == a.length // 2  # the per-step signals are all there
+
+    # the value is round_trip_error's on the env's state at the episode's end
+    env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=2,
+                        seed=0, round_trip=True)
+    env.reset(seed=[0, 1])
+    start = env.state.context[:, -1].clone()
+    chunks = [np.full((2, 2, 2), v, np.float32) for v in (0.5, -0.25)]
+    env.step(chunks[0])
+    _, _, term, trunc, info = env.step(chunks[1])
+    assert (term | trunc).all() and info["_trust/round_trip"].all()
+    gen = torch.Generator().manual_seed(env._gen.initial_seed())
+    want = round_trip_error(env.model, start, env.state.context, torch.as_tensor(np.concatenate(chunks, 1)),
+                            generator=gen)["latent"]
+    np.testing.assert_allclose(info["trust/round_trip"], want.numpy(), rtol=1e-5, atol=1e-7)

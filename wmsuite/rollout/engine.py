@@ -328,7 +328,8 @@ class _Recorder:
         rewards[per - 1 :: per] = self.rewards
         for kind, per_step in self.signals.items():
             if per_step:
-                meta = {**meta, kind: {k: [t[k] for t in per_step] for k in per_step[0]}}
+                keys = dict.fromkeys(k for t in per_step for k in t)  # a signal may come on some steps only
+                meta = {**meta, kind: {k: [t[k] for t in per_step if k in t] for k in keys}}
         sim = np.stack(self.sim)[idx] if self.sim is not None and len(self.sim) == steps + 1 else None
         return Episode(obs=obs, state=np.stack(self.state)[idx], env_state=np.stack(self.env_state)[idx],
                        actions=actions, rewards=rewards, success=self.success, terminated=terminated,
@@ -337,7 +338,8 @@ class _Recorder:
 
 SIGNALS = ("trust", "judge")
 """Per-step info keys `<kind>/<name>` the engine keeps in an episode's meta[kind][key] (a list over
-steps): trust signals, and the learned simulator's success judges (which judge fired when)."""
+the steps that reported it: a sub-env masked out by `_<kind>/<name>` reports nothing that step):
+trust signals, and the learned simulator's success judges (which judge fired when)."""
 
 
 def _flat(obs: dict[str, Any], key: str) -> np.ndarray:
