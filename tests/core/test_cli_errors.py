@@ -67,6 +67,12 @@ def test_unknown_env_ids_wrong_checkpoints_and_kwargs(tmp_path, capsys):
     assert main(["eval", "--policies", 'tests.policies.user_policy:GoToOrigin{"nope": 1}', "expert@1",
                  "--out", str(tmp_path / "d")]) == 2
     assert "keyword arguments do not fit GoToOrigin" in one_error(capsys)
+    assert main(["eval", "--round-trip", "--out", str(tmp_path / "e")]) == 2  # the shipped model: forward only
+    assert "wm_backward_train.sh" in one_error(capsys)
+    with pytest.raises(SystemExit) as exit_:  # a config error: the parser stops with code 2
+        main(["eval", "--real-episodes", "50", "--out", str(tmp_path / "f")])
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())  # tyro's boxed message, re-wrapped
+    assert exit_.value.code == 2 and "--real-episodes must be 0 (all) or below --episodes (50), got 50" in err
 
 
 def test_unwritable_output_fails_before_the_compute(tmp_path, capsys):

@@ -55,6 +55,10 @@ class EvalConfig:
     split: str = "all"
     """Which of the manifest's policies to run: 'validation' (tune checkpoints, recipes and judges on
     these), 'test' (report these) or 'all'. A split's episodes start from the seed the manifest names for it."""
+    round_trip: bool = False
+    """Measure each imagined episode's round-trip error when it ends (a backward pass through the world
+    model to the real start; `trust_round_trip_*` in episodes.jsonl and the policy rows). Needs a world
+    model trained with backward windows (`p_backward` > 0) and doubles the world model's work."""
     real_episodes: int = 0
     """Run only the first this many episodes of each policy in the real simulator (0: all --episodes) and
     report, next to the real-only and imagined-only rates, the prediction-powered estimate of the real
@@ -217,7 +221,7 @@ def make_env_factory(cfg: EvalConfig, model):
                                     success_fn=probe.success_from_env_state if probe is not None else None,
                                     tracking=tracking,
                                     static_state=probe.static_state if probe is not None and cfg.hold_static
-                                    else None)
+                                    else None, round_trip=cfg.round_trip)
 
     return make
 
@@ -230,6 +234,9 @@ def run(cfg: EvalConfig) -> int:
     cfg = replace(cfg, seed=seed)
     check_env_id(cfg.env)
     model = load_model(cfg)  # a checkpoint that is not a world model fails here, before any rollout
+    if cfg.round_trip and model.cfg.p_backward <= 0:
+        raise ValueError(f"--round-trip needs a world model trained to step backward too, and {cfg.wm} was trained "
+                         "forward only (p_backward = 0); fine-tune one with experiments/scripts/wm_backward_train.sh")
     with trust_code(cfg.trust_code):
         policies = {e.name: {"spec": e.spec, "files": spec_fingerprint(e.spec)} for e in entries}
     identity = {"env": cfg.env, "wm": file_digest(resolve_checkpoint(resolve_asset(cfg.wm))), "episodes": cfg.episodes,
@@ -237,6 +244,7 @@ def run(cfg: EvalConfig) -> int:
                 **({"judge": cfg.judge} if cfg.judge != "head" else {}),  # records from before judges stay valid
                 **({"hold_static": True} if cfg.hold_static and _holds_static(cfg.env) else {}),
                 **({"real_episodes": cfg.real_episodes} if cfg.real_episodes else {}),
+                **({"round_trip": True} if cfg.round_trip else {}),
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
