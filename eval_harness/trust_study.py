@@ -1,0 +1,146 @@
+"""Do a world model's trust signals know when its rollout is wrong? Measured on recorded episodes.
+
+Every recorded episode is imagined open loop from its first real frame (repeated to fill the
+context, as a learned simulator's reset does) with its own actions, one chunk per step. At each
+depth d of `depths` (in chunks) and for every episode still running there, three things are known:
+
+    true error    the truth, from the recorded episode: `latent` = mean squared difference between the
+                  imagined and the real latent of frame d*H; `object` = metres between the object
+                  position the environment_state head reads off the imagined frame and the real one
+    round trip    C_d (world_models/trust.py): back from the imagined frames to the start with the
+                  actions reversed; `round_trip` latent MSE to the real first frame, and
+                  `round_trip_object` in metres, through the same head
+    idm           the mean inverse-dynamics error of the d chunks (recovered vs given actions)
+
+`signal_figures` then says how well a signal ranks the true error: Spearman across episodes at each
+depth, and within each episode across depths (median over episodes with three depths or more).
+`calibration_figures` fits a `Calibrator` on the rows of one set of episodes and measures, on another,
+the coverage of its 68% and 95% intervals and the selective-evaluation figures: the mean true error
+of the 80% of rows it trusts most (lowest predicted error), against all rows and against the 80% a
+depth-only score keeps (the shallowest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+from wmsuite.envs.probes import TaskProbe
+from wmsuite.eval_harness.abstention import keep_mask
+from wmsuite.types import Episode
+from wmsuite.world_models import LatentWorldModel
+from wmsuite.world_models.model import FORWARD
+from wmsuite.world_models.rollout import WorldModelState, rollout
+from wmsuite.world_models.trust import Calibrator, round_trip_error
+
+SIGNALS = ("round_trip", "round_trip_object", "idm")
+TRUTHS = ("latent", "object")
+
+
+@torch.no_grad()
+def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe, depths: Sequence[int],
+               batch_size: int = 32, seed: int = 0, steps: int | None = None) -> dict[str, np.ndarray]:
+    """One row per (episode, depth) where the episode runs at least `depth` chunks: arrays `episode`,
+    `depth`, the true errors `latent` and `object`, and the signals `round_trip`, `round_trip_object`
+    and `idm` (module docstring). Sampling noise: one generator per batch seeded with `seed + start`,
+    the backward passes one of their own."""
+    h, cam, dev = model.cfg.chunk, model.cfg.camera, model.state_mean.device
+    depths = sorted(set(int(d) for d in depths))
+    if not depths or depths[0] < 1:
+        raise ValueError(f"depths must be chunks >= 1, got {depths}")
+    obj = probe.object_xy
+    rows: dict[str, list] = {k: [] for k in ("episode", "depth", *TRUTHS, *SIGNALS)}
+    for start in range(0, len(episodes), batch_size):
+        batch = list(episodes[start : start + batch_size])
+        reach = min(depths[-1], max(ep.length // h for ep in batch))
+        if reach < depths[0]:
+            continue
+        b, a = len(batch), batch[0].actions.shape[-1]
+        actions = torch.zeros(b, reach * h, a)  # (B, D*H, A), zeros past an episode's end
+        for i, ep in enumerate(batch):
+            n = min(ep.length, reach * h)
+            actions[i, :n] = torch.as_tensor(ep.actions[:n], dtype=torch.float32)
+        actions = actions.to(dev)
+        state = WorldModelState.from_frames(model, [ep.obs[cam][:1] for ep in batch], device=dev)
+        first = state.context[:, -1].clone()  # (B, C, s, s): the real start's latent
+        start_env = torch.as_tensor(np.stack([ep.env_state[0] for ep in batch]), dtype=torch.float32, device=dev)
+        gen = torch.Generator(device=dev).manual_seed(seed + start)
+        back = torch.Generator(device=dev).manual_seed(seed + start + 1)
+        idm_sum = torch.zeros(b, device=dev)
+        for d in range(1, reach + 1):
+            act = actions[:, (d - 1) * h : d * h]
+            newest = state.newest
+            lat, state = rollout(model, state, act, FORWARD, steps, gen)  # (B, H, C, s, s)
+            idm_sum += (model.inverse_dynamics(newest, lat) - act).abs().mean(dim=(1, 2))
+            if d not in depths:
+                continue
+            live = [i for i, ep in enumerate(batch) if ep.length >= d * h]
+            if not live:
+                continue
+            frames = np.stack([batch[i].obs[cam][d * h] for i in live])  # (m, S, S, 3): the real frame d*H
+            real = model.codec.encode(torch.as_tensor(frames, device=dev).permute(0, 3, 1, 2))  # (m, C, s, s)
+            img = lat[live, -1]  # (m, C, s, s)
+            read = model.predict_heads(img)["environment_state"][:, obj].cpu().numpy()  # (m, 2)
+            true_obj = np.stack([batch[i].env_state[d * h][obj] for i in live])
+            rt = round_trip_error(model, first[live], state.context[live], actions[live, : d * h],
+                                  start_env[live], steps, back)
+            rows["episode"] += [start + i for i in live]
+            rows["depth"] += [d] * len(live)
+            rows["latent"] += ((img - real) ** 2).mean(dim=(1, 2, 3)).cpu().tolist()
+            rows["object"] += np.linalg.norm(read - true_obj, axis=-1).tolist()
+            rows["round_trip"] += rt["latent"].cpu().tolist()
+            rows["round_trip_object"] += rt["env_state"][:, obj].norm(dim=-1).cpu().tolist()
+            rows["idm"] += (idm_sum[live] / d).cpu().tolist()
+    return {k: np.asarray(v, np.int64 if k in ("episode", "depth") else np.float64) for k, v in rows.items()}
+
+
+def _rho(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(spearmanr(x, y).statistic)
+
+
+def signal_figures(rows: dict[str, np.ndarray]) -> dict[str, Any]:
+    """For every signal and true error: Spearman across episodes at each depth (`across`, keyed by
+    depth), its median over depths, and the median within-episode Spearman across depths."""
+    out: dict[str, Any] = {}
+    for sig in SIGNALS:
+        for truth in TRUTHS:
+            across = {int(d): _rho(rows[sig][rows["depth"] == d], rows[truth][rows["depth"] == d])
+                      for d in np.unique(rows["depth"])}
+            within = [_rho(rows[sig][rows["episode"] == e], rows[truth][rows["episode"] == e])
+                      for e in np.unique(rows["episode"]) if (rows["episode"] == e).sum() >= 3]
+            out[f"{sig}_vs_{truth}"] = {
+                "across_episodes": across,
+                "across_episodes_median": float(np.nanmedian(list(across.values()))) if across else float("nan"),
+                "within_episodes_median": float(np.nanmedian(within)) if within else float("nan"),
+                "within_episodes_n": int(np.isfinite(within).sum()) if within else 0}
+    return out
+
+
+def _features(rows: dict[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+    return {n: (rows[n] if n != "depth" else rows["depth"].astype(np.float64)) for n in names}
+
+
+def calibration_figures(fit_rows: dict[str, np.ndarray], test_rows: dict[str, np.ndarray], truth: str = "object",
+                        features: Sequence[str] = ("round_trip", "idm", "depth"), coverage: float = 0.8,
+                        floor: float = 1e-4) -> tuple[Calibrator, dict[str, Any]]:
+    """Fit a calibrator of the true error `truth` on `fit_rows` and measure it on `test_rows`: interval
+    coverage at 68% and 95%, and the mean true error of the `coverage` share of rows with the lowest
+    predicted error, against all rows and the same share of the shallowest rows. True errors are
+    floored at `floor` (a log model needs them positive; an exact frame has error 0)."""
+    y_fit = np.maximum(fit_rows[truth], floor)
+    y_test = np.maximum(test_rows[truth], floor)
+    cal = Calibrator.fit(_features(fit_rows, features), y_fit)
+    x_test = _features(test_rows, features)
+    mu, _ = cal.predict(x_test)
+    kept = keep_mask(-mu, coverage)
+    shallow = keep_mask(-test_rows["depth"].astype(np.float64), coverage)
+    return cal, {"truth": truth, "features": list(features), "n_fit": int(len(y_fit)), "n_test": int(len(y_test)),
+                 "coverage_68": cal.coverage(x_test, y_test, 0.68), "coverage_95": cal.coverage(x_test, y_test, 0.95),
+                 "selective_coverage": coverage, "error_all": float(y_test.mean()),
+                 "error_kept": float(y_test[kept].mean()), "error_kept_depth_only": float(y_test[shallow].mean())}

@@ -1,0 +1,62 @@
+"""The trust study's rows against a rollout done by hand, and its figures on rows whose answer is known."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from tests.world_models.conftest import moving_square_episode, tiny_model
+from wmsuite.eval_harness.trust_study import calibration_figures, signal_figures, trust_rows
+from wmsuite.world_models.rollout import WorldModelState, rollout
+
+PROBE = SimpleNamespace(object_xy=slice(0, 2))  # the square's position in environment_state
+
+
+def test_rows_match_a_rollout_done_by_hand():
+    episodes = [moving_square_episode(seed=s) for s in range(3)]  # 12 actions each: 6 chunks of 2
+    model = tiny_model(episodes, p_backward=0.5).eval()
+    rows = trust_rows(model, episodes, PROBE, depths=(1, 3, 6), seed=5)
+    assert rows["depth"].tolist() == [1, 1, 1, 3, 3, 3, 6, 6, 6]
+    assert rows["episode"].tolist() == [0, 1, 2] * 3
+    for key in ("latent", "object", "round_trip", "round_trip_object", "idm"):
+        assert np.isfinite(rows[key]).all() and (rows[key] >= 0).all()
+    # the same rollout by hand: the generator of batch 0 is seeded with seed + 0
+    with torch.no_grad():
+        state = WorldModelState.from_frames(model, [ep.obs["top"][:1] for ep in episodes])
+        actions = torch.as_tensor(np.stack([ep.actions for ep in episodes]))
+        lat, _ = rollout(model, state, actions[:, :6], generator=torch.Generator().manual_seed(5))
+        real = model.codec.encode(torch.as_tensor(np.stack([ep.obs["top"][6] for ep in episodes])).permute(0, 3, 1, 2))
+        want = ((lat[:, 5] - real) ** 2).mean(dim=(1, 2, 3))
+    np.testing.assert_allclose(rows["latent"][rows["depth"] == 3], want.numpy(), rtol=1e-5)
+
+
+def test_short_episodes_leave_the_deep_rows():
+    episodes = [moving_square_episode(t=4, seed=0), moving_square_episode(t=12, seed=1)]
+    rows = trust_rows(tiny_model(episodes, p_backward=0.5).eval(), episodes, PROBE, depths=(1, 2, 4))
+    assert list(zip(rows["episode"], rows["depth"])) == [(0, 1), (1, 1), (0, 2), (1, 2), (1, 4)]
+    with pytest.raises(ValueError, match="depths"):
+        trust_rows(tiny_model(episodes), episodes, PROBE, depths=(0,))
+
+
+def _rows(n_episodes, rng, noise):
+    """Rows where the true error is the round-trip error times a log-normal factor."""
+    depth = np.tile(np.arange(1, 6), n_episodes)
+    episode = np.repeat(np.arange(n_episodes), 5)
+    rt = np.exp(rng.normal(-4, 1, len(depth)) + 0.3 * depth)
+    obj = rt * np.exp(rng.normal(0, noise, len(depth)))
+    return {"episode": episode, "depth": depth, "round_trip": rt, "round_trip_object": rt, "idm": rng.random(len(depth)),
+            "latent": obj, "object": obj}
+
+
+def test_figures_on_rows_whose_answer_is_known():
+    rng = np.random.default_rng(0)
+    exact = signal_figures(_rows(40, rng, 0.0))
+    assert exact["round_trip_vs_object"]["across_episodes_median"] == pytest.approx(1.0)
+    assert exact["round_trip_vs_object"]["within_episodes_median"] == pytest.approx(1.0)
+    cal, fig = calibration_figures(_rows(400, rng, 0.3), _rows(400, rng, 0.3), features=("round_trip", "depth"))
+    assert abs(fig["coverage_68"] - 0.68) < 0.05 and abs(fig["coverage_95"] - 0.95) < 0.03
+    assert fig["error_kept"] < fig["error_kept_depth_only"] < fig["error_all"]  # rt knows more than depth
+    assert cal.weights[1] == pytest.approx(1.0, abs=0.05)  # log true error = log rt + noise
