@@ -51,7 +51,7 @@ def test_eval_end_to_end_on_a_tiny_world_model(tmp_path, capsys):
     facts = _tiny_checkpoint(tmp_path / "wm")
     out = tmp_path / "eval"
     argv = ["eval", "--wm", str(tmp_path / "wm"), "--policies", *POLICIES, "--episodes", "4", "--num-envs", "2",
-            "--videos", "1", "--out", str(out)]
+            "--videos", "1", "--judge", "head", "--out", str(out)]
     assert main(argv) == 0
     assert "episodes to run" in capsys.readouterr().out
 

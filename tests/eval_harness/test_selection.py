@@ -76,7 +76,7 @@ def test_a_test_run_is_needed_only_where_a_candidate_is_chosen():
 def test_eval_split_picks_the_split_and_its_seed(tmp_path):
     """`wmsuite eval --split` keeps the manifest's policies of that split with family and split labels,
     starts from the seed the manifest names for it (an explicit --seed wins), and refuses what it cannot do."""
-    from wmsuite.cli.eval import EvalConfig, policy_entries
+    from wmsuite.cli.eval import EvalConfig, policy_entries, resolve_judge
 
     manifest = tmp_path / "zoo.json"
     manifest.write_text(json.dumps({
@@ -89,6 +89,9 @@ def test_eval_split_picks_the_split_and_its_seed(tmp_path):
     entries, _, seed = policy_entries(EvalConfig(zoo=str(manifest), split="test", seed=7))
     assert [e.name for e in entries] == ["p2", "p3", "p4"] and seed == 7
     assert policy_entries(EvalConfig(zoo=str(manifest)))[2] == 0
+    # --judge auto: the tracked judge where the task's probe has a reach, the success head elsewhere
+    assert resolve_judge(EvalConfig()) == "tracked" and resolve_judge(EvalConfig(judge="state")) == "state"
+    assert resolve_judge(EvalConfig(env="wmsuite/PickPlace-v0")) == "head"
     with pytest.raises(ValueError, match="does not apply to --policies"):
         policy_entries(EvalConfig(policies=("expert@1", "expert@0"), split="test"))
     plain = tmp_path / "plain.json"
@@ -97,5 +100,5 @@ def test_eval_split_picks_the_split_and_its_seed(tmp_path):
         policy_entries(EvalConfig(zoo=str(plain), split="test"))
     with pytest.raises(ValueError, match="--split must be"):
         EvalConfig(split="train")
-    with pytest.raises(ValueError, match="--judge must be one of"):
+    with pytest.raises(ValueError, match="--judge must be auto or one of"):
         EvalConfig(judge="oracle")

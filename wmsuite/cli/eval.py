@@ -67,10 +67,12 @@ class EvalConfig:
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
     sampling_steps: int = 0
     """Euler steps per generated chunk in the world model (0: the checkpoint's default)."""
-    judge: str = "head"
+    judge: str = "auto"
     """What ends an imagined episode as a success: 'head' (the learned success head), 'state' (the
-    task's success rule on the environment_state head's reading of each generated frame), 'both', or
-    'tracked' (the rule on an object position that moves only while the agent is within reach of it).
+    task's success rule on the environment_state head's reading of each generated frame), 'both',
+    'tracked' (the rule on an object position that moves only while the agent is within reach of it),
+    or 'auto': 'tracked' where the task's probe defines a reach (chosen so on the PushCube families
+    zoo's validation split), else 'head'.
     Every judge's firing step is recorded per episode either way (episodes.jsonl, judge_* figures)."""
     hold_static: bool = True
     """Hold the state the task fixes at reset (PushCube's goal, PickPlace's target; the task probe's
@@ -91,8 +93,8 @@ class EvalConfig:
 
         if self.split not in ("all", "validation", "test"):
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
-        if self.judge not in JUDGES:
-            raise ValueError(f"--judge must be one of {', '.join(JUDGES)}, got {self.judge!r}")
+        if self.judge not in (*JUDGES, "auto"):
+            raise ValueError(f"--judge must be auto or one of {', '.join(JUDGES)}, got {self.judge!r}")
         if not 0 <= self.real_episodes < self.episodes:
             raise ValueError(f"--real-episodes must be 0 (all) or below --episodes ({self.episodes}), "
                              f"got {self.real_episodes}")
@@ -196,20 +198,30 @@ def _holds_static(env_id: str) -> bool:
     return probe is not None and probe.static_state is not None
 
 
+def resolve_judge(cfg: EvalConfig) -> str:
+    """--judge with 'auto' replaced by the judge it stands for on `cfg.env` (see the field)."""
+    if cfg.judge != "auto":
+        return cfg.judge
+    from wmsuite.envs import PROBES
+
+    probe = PROBES.get(cfg.env)
+    return "tracked" if probe is not None and probe.reach is not None else "head"
+
+
 def make_env_factory(cfg: EvalConfig, model):
     """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`."""
     # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
     from wmsuite.envs import PROBES
     from wmsuite.world_models import ObjectTracking, make_world_model_env
 
-    probe = PROBES.get(cfg.env)
-    if probe is None and cfg.judge != "head":
-        raise ValueError(f"--judge {cfg.judge} needs the task's success rule, and {cfg.env} has no task probe; "
+    probe, judge = PROBES.get(cfg.env), resolve_judge(cfg)
+    if probe is None and judge != "head":
+        raise ValueError(f"--judge {judge} needs the task's success rule, and {cfg.env} has no task probe; "
                          "use --judge head")
     tracking = None
     if probe is not None and probe.reach is not None:
         tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach)
-    elif cfg.judge == "tracked":
+    elif judge == "tracked":
         raise ValueError(f"--judge tracked needs the task probe's reach, and {cfg.env}'s probe defines none; "
                          "use --judge state")
 
@@ -217,7 +229,7 @@ def make_env_factory(cfg: EvalConfig, model):
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
         return make_world_model_env(model, cfg.env, cfg.num_envs, device=cfg.device,
-                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
+                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,
                                     tracking=tracking,
                                     static_state=probe.static_state if probe is not None and cfg.hold_static
@@ -231,8 +243,8 @@ def run(cfg: EvalConfig) -> int:
 
     out = Path(cfg.out)
     entries, trusted, seed = policy_entries(cfg)
-    cfg = replace(cfg, seed=seed)
     check_env_id(cfg.env)
+    cfg = replace(cfg, seed=seed, judge=resolve_judge(cfg))
     model = load_model(cfg)  # a checkpoint that is not a world model fails here, before any rollout
     if cfg.round_trip and model.cfg.p_backward <= 0:
         raise ValueError(f"--round-trip needs a world model trained to step backward too, and {cfg.wm} was trained "
