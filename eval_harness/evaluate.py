@@ -28,6 +28,14 @@ simulator (the same ones a full run gives), and every row adds `ppi_success` and
 prediction-powered estimate of the real success rate from the n paired episodes and the other
 imagined ones (eval_harness/ppi.py), next to `real_success`/`real_ci` (the n real episodes alone) and
 `predicted_success` (the imagined ones alone).
+
+Trust score: with `trust_score` (records -> one score in [0, 1] per imagined episode, e.g. a
+calibrator's probability that the episode's error is tolerable, world_models/trust.py), every row adds
+`mean_trust` and `predicted_success_kept` (its predicted success over the imagined episodes that
+survive abstaining on the least trusted 20% of all of them), and the metrics add `trust_error_spearman`
+(across policies, |predicted - real| against 1 - mean_trust), `abstention` (the selective-evaluation
+curve beside the depth-only one, eval_harness/abstention.py) and `abstained` (the cross-policy figures
+of the kept predictions).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from wmsuite.eval_harness.abstention import abstention_figures
 from wmsuite.eval_harness.metrics import all_metrics, bootstrap
 from wmsuite.eval_harness.ppi import ppi_mean
 from wmsuite.rollout import RolloutConfig, rollout
@@ -82,6 +91,9 @@ class EvalSetup:
     real_episodes: int | None = None
     """Episodes per policy in the real simulator, the first ones of the `episodes` (None: all of them).
     Fewer than `episodes` adds the prediction-powered estimate (eval_harness/ppi.py) to every row."""
+    trust_score: Callable[[list[dict[str, Any]]], np.ndarray] | None = None
+    """Imagined-episode records -> (M,) trust scores in [0, 1] (higher: more trusted); None: no trust
+    figures (module docstring)."""
 
     def count(self, sim: str) -> int:
         """Episodes per policy in `sim`."""
@@ -223,7 +235,30 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
         metrics.update(all_metrics([r["predicted_success"] for r in rows], [r["real_success"] for r in rows]))
         for name, (lo, hi) in bootstrap(sim_outcomes, real_outcomes, samples=bootstrap_samples, seed=setup.seed).items():
             metrics[f"{name}_ci"] = [lo, hi]
+    if setup.trust_score is not None:
+        metrics.update(_trust_figures(setup, done, rows))
     return metrics
+
+
+def _trust_figures(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]],
+                   rows: list[dict[str, Any]], coverage: float = 0.8) -> dict[str, Any]:
+    """Scores every imagined episode with `setup.trust_score`, adds `mean_trust` and
+    `predicted_success_kept` to `rows` and returns the run-level trust figures (module docstring)."""
+    wm = [{**done[(e.name, "wm", i)], "policy": e.name} for e in setup.policies for i in range(setup.episodes)]
+    trust = np.asarray(setup.trust_score(wm), float)
+    if trust.shape != (len(wm),) or not np.all((trust >= 0) & (trust <= 1)):
+        raise ValueError(f"trust_score must give one score in [0, 1] per imagined episode ({len(wm)}), got shape "
+                         f"{trust.shape}, range [{np.nanmin(trust)}, {np.nanmax(trust)}]")
+    scored = [{**r, "trust": float(t)} for r, t in zip(wm, trust)]
+    real = [done[(e.name, "real", i)] for e in setup.policies for i in range(setup.count("real"))]
+    fig = abstention_figures(scored + real, rows, "trust", coverage)
+    for row in rows:  # mean trust over all its imagined episodes; the kept ones among those with a real twin
+        row["mean_trust"] = float(np.mean([t for r, t in zip(wm, trust) if r["policy"] == row["name"]]))
+        row["predicted_success_kept"] = fig["policies"][row["name"]]["predicted_success_kept"]
+    kept = [{**r, "predicted_success": r["predicted_success_kept"]} for r in rows
+            if math.isfinite(r["predicted_success_kept"])]
+    return {"trust_error_spearman": fig["trust_error_spearman"], "abstained": row_metrics(kept),
+            "abstention": {k: v for k, v in fig.items() if k not in ("policies", "trust_error_spearman")}}
 
 
 def row_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:

@@ -19,7 +19,8 @@ Calibrator. On rollouts whose true error is known (imagined beside real from the
 Gaussian model in log space: log(true error) ~ N(w . phi, sigma^2), phi = [1, log(round_trip + eps),
 log(idm + eps), depth], fitted by least squares. It gives an interval on the true error of a new
 rollout from its trust features alone, and its coverage on held-out rollouts says whether to believe
-the interval. Plain JSON in and out.
+the interval. With a tolerated error tau it also gives one trust score per rollout in [0, 1]: the
+predicted probability that the true error is at most tau (higher: more trusted). Plain JSON in and out.
 
 Shapes: B batch, K context, H chunk, N imagined steps, A action size, C latent channels, s latent
 side, E environment-state size, M calibration rows.
@@ -121,6 +122,9 @@ class Calibrator:
     eps: float = 1e-6
     """Added to "log" features before the log, so that an exact zero (a round trip from N < K) stays
     finite; small against the errors that matter."""
+    tau: float | None = None
+    """The tolerated true error that `trust` scores refer to, in the truth's units (None: none set;
+    `trust` then needs one passed)."""
 
     def __post_init__(self) -> None:
         self.features, self.weights = tuple(self.features), tuple(float(w) for w in self.weights)
@@ -134,9 +138,11 @@ class Calibrator:
             raise ValueError(f"sigma must be finite and >= 0, got {self.sigma}")
         if not (math.isfinite(self.eps) and self.eps > 0):
             raise ValueError(f"eps must be finite and > 0, got {self.eps}")
+        if self.tau is not None and not (math.isfinite(self.tau) and self.tau > 0):
+            raise ValueError(f"tau must be finite and > 0 (or None), got {self.tau}")
 
     @classmethod
-    def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6) -> Calibrator:
+    def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6, tau: float | None = None) -> Calibrator:
         """features {name: (M,)} for one or more names of FEATURES, true_error (M,) > 0 -> the least
         squares fit of log(true_error) on phi. Needs M >= number of weights + 1 rows, and features
         that vary independently of each other (a single depth, for instance, leaves depth's weight
@@ -158,7 +164,7 @@ class Calibrator:
                              "rows; drop one (e.g. depth when all rollouts have the same depth)")
         resid = y - phi @ w
         sigma = float(np.sqrt(resid @ resid / (m - p)))
-        return cls(names, tuple(w.tolist()), sigma, eps)
+        return cls(names, tuple(w.tolist()), sigma, eps, tau)
 
     def predict(self, features: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """features {name: (M,)} holding at least this calibrator's features (others of FEATURES are
@@ -189,17 +195,32 @@ class Calibrator:
         err = np.exp(_log_error(true_error, len(low)))
         return float(np.mean((low <= err) & (err <= high)))
 
+    def trust(self, features: dict[str, Any], tau: float | None = None) -> np.ndarray:
+        """(M,) trust scores in [0, 1]: P(true error <= tau) under the model, tau = `self.tau` unless
+        given. 1 for a rollout sure to be within tolerance, 0 for one sure to be outside it."""
+        tau = self.tau if tau is None else float(tau)
+        if tau is None or not (math.isfinite(tau) and tau > 0):
+            raise ValueError(f"trust needs a tolerated error tau > 0; this calibrator has none set ({self.tau})"
+                             " and none was passed")
+        mu, sigma = self.predict(features)
+        z = math.log(tau) - mu
+        if self.sigma == 0:
+            return (z >= 0).astype(float)
+        return np.array([NormalDist().cdf(v) for v in z / sigma])
+
     def to_json(self) -> dict[str, Any]:
         """A plain JSON-serialisable dict (no pickle); `from_json` reads it back."""
         return {"kind": "log_normal_calibrator", "version": 1, "features": list(self.features),
-                "weights": list(self.weights), "sigma": self.sigma, "eps": self.eps}
+                "weights": list(self.weights), "sigma": self.sigma, "eps": self.eps,
+                **({"tau": self.tau} if self.tau is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Calibrator:
         if data.get("kind") != "log_normal_calibrator" or data.get("version") != 1:
             raise ValueError(f"not a version-1 log_normal_calibrator: kind={data.get('kind')!r}, "
                              f"version={data.get('version')!r}")
-        return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]))
+        return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]),
+                   data.get("tau"))
 
 
 def _design(features: dict[str, Any], names: tuple[str, ...], eps: float) -> np.ndarray:

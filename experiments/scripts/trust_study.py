@@ -14,6 +14,7 @@ OUT/metrics.json, OUT/rows_{fit,test}.npz and OUT/calibration.json (the fitted c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -35,6 +36,9 @@ def main() -> None:
     ap.add_argument("--env", default="wmsuite/PushCube-v0")
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 6, 8, 12, 16])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tau", type=float, default=0.025,
+                    help="the tolerated object error (m) that trust scores refer to: half PushCube's goal radius, "
+                         "set from the task's geometry, not from any figure")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     model = load_world_model(args.wm)
@@ -57,7 +61,8 @@ def main() -> None:
         for feats in (("round_trip", "idm", "depth"), ("idm", "depth"), ("depth",)):
             cal, fig = calibration_figures(rows["fit"], rows["test"], truth=truth, features=feats)
             metrics["calibration"][f"{truth}:{'+'.join(feats)}"] = fig
-            if truth == "object" and len(feats) == 3:
+            if truth == "object" and len(feats) == 3:  # eval --round-trip reads it beside the world model
+                cal = dataclasses.replace(cal, tau=args.tau)
                 (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))
     for key, fig in metrics["signals_test"].items():
         print(f"{key:<34} Spearman across episodes (median over depths) {fig['across_episodes_median']:+.3f}  "

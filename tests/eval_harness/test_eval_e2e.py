@@ -18,7 +18,7 @@ ENV = "wmsuite/PushCube-v0"
 POLICIES = ("expert@0.0", "expert@1.0")  # the scripted experts: skill 0 always fails in some way, skill 1 is competent
 
 
-def _tiny_checkpoint(path) -> dict:
+def _tiny_checkpoint(path, p_backward: float = 0.0) -> dict:
     """An untrained LatentWorldModel sized for PushCube, whose success head never fires (bias -20), so
     every imagined episode runs to the horizon. Returns what the test knows about it."""
     import wmsuite.envs  # noqa: F401  (registers the id)
@@ -34,7 +34,7 @@ def _tiny_checkpoint(path) -> dict:
     real.close()
     torch.manual_seed(0)
     cfg = WorldModelConfig(camera=camera, context=4, chunk=4, action_dim=action_dim, state_dim=state_dim,
-                           env_state_dim=env_dim, channels=(16, 16), sampling_steps=1)
+                           env_state_dim=env_dim, channels=(16, 16), sampling_steps=1, p_backward=p_backward)
     stats = {"state_mean": [0.0] * state_dim, "state_std": [1.0] * state_dim,
              "env_state_mean": [0.0] * env_dim, "env_state_std": [1.0] * env_dim}
     model = LatentWorldModel(cfg, CodecConfig(kind="pixel", image_size=64, downsample=4), stats)
@@ -108,6 +108,36 @@ def test_eval_end_to_end_on_a_tiny_world_model(tmp_path, capsys):
                       if r["policy"] == p["name"] and r["sim"] == s] for s in ("real", "wm")}
         est = ppi_mean(out_of["real"], out_of["wm"][:2], out_of["wm"][2:])
         assert p["ppi_success"] == pytest.approx(est.value) and p["ppi_ci"] == pytest.approx([est.low, est.high])
+
+
+@pytest.mark.slow
+def test_round_trip_and_a_calibrator_give_every_policy_a_mean_trust(tmp_path, capsys):
+    from wmsuite.cli import main
+    from wmsuite.world_models.trust import Calibrator
+
+    facts = _tiny_checkpoint(tmp_path / "wm", p_backward=0.5)
+    cal = Calibrator(("round_trip", "idm", "depth"), (-1.0, 0.5, 0.2, 0.01), sigma=0.7, tau=0.5)
+    (tmp_path / "wm" / "calibration.json").write_text(json.dumps(cal.to_json()))  # found beside the model
+    out = tmp_path / "eval"
+    argv = ["eval", "--wm", str(tmp_path / "wm"), "--policies", *POLICIES, "--episodes", "2", "--num-envs", "2",
+            "--videos", "0", "--judge", "head", "--round-trip", "--out", str(out)]
+    assert main(argv) == 0
+    assert "mean trust" in capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    for p in metrics["policies"]:  # the calibrator's trust of each episode's own signals, averaged
+        wm = [r for r in records if r["policy"] == p["name"] and r["sim"] == "wm"]
+        assert all(r["trust_round_trip_mean"] > 0 for r in wm)  # an untrained model does not come back
+        want = cal.trust({"round_trip": [r["trust_round_trip_mean"] for r in wm],
+                          "idm": [r["trust_idm_error_mean"] for r in wm],
+                          "depth": [math.ceil(r["length"] / facts["chunk"]) for r in wm]})
+        assert 0 <= p["mean_trust"] <= 1 and p["mean_trust"] == pytest.approx(want.mean())
+    assert "trust_error_spearman" in metrics and metrics["abstention"]["curve"][0]["coverage"] == 1.0
+    assert (out / "selective.png").read_bytes()[:4] == b"\x89PNG"
+    # an explicit calibrator that is not there is named before any rollout
+    assert main([*argv[:-1], str(tmp_path / "other"), "--calibration", str(tmp_path / "nothere.json")]) != 0
+    assert "nothere.json does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "other" / "episodes.jsonl").exists()
 
 
 def _figures(metrics: dict) -> str:

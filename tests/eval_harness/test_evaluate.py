@@ -133,3 +133,35 @@ def test_judge_steps_and_rates_say_where_imagined_episodes_ended():
     assert figures["judge_head_rate"] == pytest.approx(2 / 3) and figures["judge_head_step_median"] == 1.0
     assert figures["judge_state_rate"] == pytest.approx(1 / 3) and figures["judge_state_step_median"] == 1.0
     assert np.isnan(_judge_figures([records[1]])["judge_head_step_median"])  # never fired: no median
+
+
+def test_trust_scores_give_mean_trust_abstention_and_the_policy_level_spearman():
+    """Three policies x 4 episodes, trust given per record; the figures by hand: the 80% kept are the
+    10 most trusted of 12 episodes, the two least trusted being policy p0.3's misjudged ones."""
+    setup = make_setup(episodes=4)
+    setup.policies = setup.policies[:3]
+    setup.trust_score = lambda records: np.array([r["t"] for r in records])
+    done = {}
+    # p0.0: always agrees, trusted 0.9; p0.3: imagined success where real failed in episodes 0-1, which
+    # are trusted 0.1 and 0.2 (its others 0.8); p0.6: disagrees in episode 3, trusted 0.7 throughout
+    plan = {"p0.0": ([0, 0, 0, 0], [0, 0, 0, 0], [0.9] * 4),
+            "p0.3": ([0, 0, 1, 0], [1, 1, 1, 0], [0.1, 0.2, 0.8, 0.8]),
+            "p0.6": ([1, 1, 1, 0], [1, 1, 1, 1], [0.7] * 4)}
+    for name, (real, wm, trust) in plan.items():
+        for i in range(4):
+            done[(name, "real", i)] = {"policy": name, "sim": "real", "episode": i, "success": bool(real[i]),
+                                      "length": 10}
+            done[(name, "wm", i)] = {"policy": name, "sim": "wm", "episode": i, "success": bool(wm[i]),
+                                    "length": 10, "t": trust[i]}
+    m = summarize(setup, done, bootstrap_samples=10)
+    rows = {r["name"]: r for r in m["policies"]}
+    assert [rows[n]["mean_trust"] for n in plan] == pytest.approx([0.9, 0.475, 0.7])
+    assert [rows[n]["predicted_success_kept"] for n in plan] == pytest.approx([0.0, 0.5, 1.0])
+    # |predicted - real|: 0, 0.5, 0.25; distrust: 0.1, 0.525, 0.3 -> the same order, Spearman 1
+    assert m["trust_error_spearman"] == pytest.approx(1.0)
+    a = m["abstention"]
+    assert a["error_all"] == pytest.approx(3 / 12) and a["error_at_coverage"] == pytest.approx(1 / 10)
+    assert m["abstained"]["mean_abs_error"] == pytest.approx((0 + abs(0.5 - 0.25) + 0.25) / 3)
+    setup.trust_score = lambda records: np.full(len(records), 1.5)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        summarize(setup, done, bootstrap_samples=10)

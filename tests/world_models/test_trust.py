@@ -263,3 +263,29 @@ def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_t
     want = round_trip_error(env.model, start, env.state.context, torch.as_tensor(np.concatenate(chunks, 1)),
                             generator=gen)["latent"]
     np.testing.assert_allclose(info["trust/round_trip"], want.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_trust_scores_are_calibrated_probabilities_of_a_tolerable_error():
+    feats, err = _draw(4000, seed=4)
+    tau = float(np.median(err))
+    cal = Calibrator.fit(feats, err, tau=tau)
+    held, held_err = _draw(4000, seed=5)
+    trust = cal.trust(held)
+    assert trust.shape == (4000,) and np.all((trust >= 0) & (trust <= 1))
+    within = held_err <= tau
+    assert abs(trust.mean() - within.mean()) < 0.03  # calibrated on the whole
+    for lo, hi in ((0.0, 0.2), (0.4, 0.6), (0.8, 1.0)):  # and within bins of the score
+        sel = (trust >= lo) & (trust < hi)
+        assert sel.sum() > 100 and abs(within[sel].mean() - trust[sel].mean()) < 0.05
+    assert np.array_equal(Calibrator.from_json(json.loads(json.dumps(cal.to_json()))).trust(held), trust)
+
+
+def test_trust_by_hand_and_without_a_tolerance():
+    cal = Calibrator(("depth",), (math.log(0.1), 0.0), sigma=0.5)
+    # log(0.1) is the predicted median: a tolerance at the median gives 1/2, one sigma above it Phi(1)
+    np.testing.assert_allclose(cal.trust({"depth": [3.0]}, tau=0.1), [0.5])
+    np.testing.assert_allclose(cal.trust({"depth": [3.0]}, tau=0.1 * math.exp(0.5)), [0.8413447460685429])
+    with pytest.raises(ValueError, match="tolerated error"):
+        cal.trust({"depth": [3.0]})
+    with pytest.raises(ValueError, match="tau"):
+        Calibrator(("depth",), (0.0, 0.0), sigma=0.5, tau=-1.0)

@@ -24,7 +24,10 @@ import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from wmsuite.cli.common import check_env_id, resolve_policy
+from wmsuite.eval_harness.abstention import plot_curves
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
@@ -59,6 +62,11 @@ class EvalConfig:
     """Measure each imagined episode's round-trip error when it ends (a backward pass through the world
     model to the real start; `trust_round_trip_*` in episodes.jsonl and the policy rows). Needs a world
     model trained with backward windows (`p_backward` > 0) and doubles the world model's work."""
+    calibration: str = ""
+    """With --round-trip: the calibrator (JSON, world_models/trust.py) that turns each imagined episode's
+    round-trip error, inverse-dynamics error and depth into one trust score in [0, 1], the predicted
+    probability that the episode's error is tolerable; adds per-policy `mean_trust`, abstention and
+    `trust_error_spearman` to the metrics ('': calibration.json beside the world model, if it has one)."""
     real_episodes: int = 0
     """Run only the first this many episodes of each policy in the real simulator (0: all --episodes) and
     report, next to the real-only and imagined-only rates, the prediction-powered estimate of the real
@@ -249,6 +257,7 @@ def run(cfg: EvalConfig) -> int:
     if cfg.round_trip and model.cfg.p_backward <= 0:
         raise ValueError(f"--round-trip needs a world model trained to step backward too, and {cfg.wm} was trained "
                          "forward only (p_backward = 0); fine-tune one with experiments/scripts/wm_backward_train.sh")
+    trust_score = calibrated_trust(cfg, model.cfg.chunk) if cfg.round_trip else None
     with trust_code(cfg.trust_code):
         policies = {e.name: {"spec": e.spec, "files": spec_fingerprint(e.spec)} for e in entries}
     identity = {"env": cfg.env, "wm": file_digest(resolve_checkpoint(resolve_asset(cfg.wm))), "episodes": cfg.episodes,
@@ -263,7 +272,7 @@ def run(cfg: EvalConfig) -> int:
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
                       seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
                       make_env=make_env_factory(cfg, model), act_every=chunk,
-                      real_episodes=cfg.real_episodes or None)
+                      real_episodes=cfg.real_episodes or None, trust_score=trust_score)
     metrics = evaluate(setup, out)
     videos = _videos(cfg, setup, out) if cfg.videos else []
     report = write_report(metrics, out, videos)
@@ -282,6 +291,9 @@ def run(cfg: EvalConfig) -> int:
         for p in metrics["policies"]:
             print(f"{p['name']:<{w}} " + " ".join(f"{p[k]:>6.2f} [{p[c][0]:.2f}, {p[c][1]:.2f}]".rjust(22) for k, c in (
                 ("real_success", "real_ci"), ("predicted_success", "predicted_ci"), ("ppi_success", "ppi_ci"))))
+    if "abstention" in metrics:
+        _print_trust(metrics, w)
+        plot_curves(metrics["abstention"], out / "selective.png")
     for family, f in metrics.get("families", {}).items():
         print(f"family {family:<21} n={f['n_policies']:<3} Pearson {f.get('pearson', math.nan):.3f}  "
               f"MMRV {f.get('mmrv', math.nan):.3f}  mean |error| {f['mean_abs_error']:.3f}")
@@ -291,6 +303,47 @@ def run(cfg: EvalConfig) -> int:
           f"{cfg.episodes} episodes, {metrics['wall_time_s']:.0f} s)")
     print(f"report: {report}")
     return 0
+
+
+def calibrated_trust(cfg: EvalConfig, chunk: int):
+    """The trust score of --calibration as `EvalSetup.trust_score` (records -> (M,) scores), or None
+    with a note when the default file is absent; an explicit file that is missing or bad fails here."""
+    from wmsuite.world_models import resolve_checkpoint
+    from wmsuite.world_models.trust import Calibrator
+
+    path = Path(cfg.calibration) if cfg.calibration else resolve_checkpoint(resolve_asset(cfg.wm)) / "calibration.json"
+    if not path.exists():
+        if cfg.calibration:
+            raise FileNotFoundError(f"--calibration {path} does not exist; write one with "
+                                    "experiments/scripts/trust_study.py")
+        print(f"note: {path} does not exist: round-trip errors are recorded, but no trust score (pass --calibration)")
+        return None
+    try:
+        cal = Calibrator.from_json(json.loads(path.read_text()))
+        cal.trust({f: [1.0] for f in cal.features})  # a calibrator without a tolerance fails now, not at the end
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        raise ValueError(f"--calibration {path} is not a usable calibrator: {e}") from None
+
+    def score(records: list[dict]) -> np.ndarray:
+        feats = {"round_trip": [r["trust_round_trip_mean"] for r in records],
+                 "idm": [r["trust_idm_error_mean"] for r in records],
+                 "depth": [math.ceil(r["length"] / chunk) for r in records]}  # world-model steps, as fitted
+        return cal.trust({f: feats[f] for f in cal.features})
+
+    return score
+
+
+def _print_trust(metrics: dict, w: int) -> None:
+    a, k = metrics["abstention"], metrics["abstained"]
+    kept = f"kept {a['coverage']:.0%}"
+    print(f"\n{'policy':<{w}} {'mean trust':>10} {'predicted':>10} {kept:>10} {'real':>6}")
+    for p in metrics["policies"]:
+        print(f"{p['name']:<{w}} {p['mean_trust']:>10.2f} {p['predicted_success']:>10.2f} "
+              f"{p['predicted_success_kept']:>10.2f} {p['real_success']:>6.2f}")
+    print(f"episodes misjudged: {a['error_all']:.3f} over all, {a['error_at_coverage']:.3f} over the {a['coverage']:.0%} "
+          f"most trusted ({a['depth_error_at_coverage']:.3f} keeping the shortest); Spearman(|error|, distrust) "
+          f"across policies {metrics['trust_error_spearman']:.3f}; kept only: Pearson {k.get('pearson', math.nan):.3f} "
+          f"MMRV {k.get('mmrv', math.nan):.3f}")
 
 
 def _videos(cfg: EvalConfig, setup: EvalSetup, out: Path) -> list[Path]:
