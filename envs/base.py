@@ -100,7 +100,7 @@ class MujocoTaskEnv(gym.Env):
         self.terminate_on_success = bool(terminate_on_success)
         self.task = self.TASK
 
-        self.model = mujoco.MjModel.from_xml_path(scene_path(self.SCENE))
+        self.model = self._load_model()
         self.data = mujoco.MjData(self.model)
         self.frame_skip = round(self.CONTROL_DT / self.model.opt.timestep)
         largest = max(self.image_size, self.render_size)
@@ -121,6 +121,10 @@ class MujocoTaskEnv(gym.Env):
         self.observation_space = spaces.Dict(obs_spaces)
 
     # ---- what a task defines ------------------------------------------------------------------
+    def _load_model(self) -> mujoco.MjModel:
+        """The compiled scene; a task with scene variants edits it here."""
+        return mujoco.MjModel.from_xml_path(scene_path(self.SCENE))
+
     def _randomize(self, rng: np.random.Generator) -> None:
         """Write a random initial layout into self.data (qpos, mocap, ctrl), drawing only from rng."""
         raise NotImplementedError

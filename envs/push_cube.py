@@ -21,6 +21,10 @@ Observation:
     environment_state  (6,) float32  cube (x, y, cos 4*yaw, sin 4*yaw), goal (x, y); the cube looks
                                      the same after a quarter turn, so its yaw enters modulo 90 degrees
 
+Scene variants (`variant=`, for out-of-distribution studies: a world model trained on the default
+scene has never seen them; physics, layout, observation and success rule are unchanged except where
+named): see VARIANTS.
+
 Success: the cube's centre lies inside the goal disk, |cube_xy - goal_xy| < GOAL_RADIUS. The reward
 is 1.0 on a successful step and 0.0 otherwise; the episode terminates on success unless
 `terminate_on_success=False`. Time limit: 80 steps (8 s).
@@ -31,7 +35,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away
+from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away, scene_path
 from wmsuite.types import Episode
 
 GOAL_RADIUS = 0.05  # m, the radius of the goal disk in push_cube.xml
@@ -39,6 +43,16 @@ CUBE_HALF = 0.025  # m, half the cube's side
 PUSHER_RADIUS = 0.02  # m, the pusher cylinder's radius in push_cube.xml
 ACTION_SCALE = 0.04  # m of servo-target displacement per unit action
 MAX_EPISODE_STEPS = 80
+VARIANTS = {
+    "": "the training scene",
+    "cube_color": "a yellow cube instead of the red one",
+    "cube_size": "a 7 cm cube instead of a 5 cm one (heavier in proportion)",
+    "table_color": "a brown table instead of the grey one",
+    "distractor": "a purple visual-only disk of radius 4 cm at (-0.2, 0.2) on the table",
+    "camera_shift": "the top camera moved 5 cm along x and 3 cm along y",
+}
+"""PushCube's scene variants, by `variant=` value."""
+BIG_CUBE_HALF = 0.035  # m, the cube_size variant's half side
 
 
 def is_success_from_env_state(env_state: np.ndarray) -> np.ndarray:
@@ -63,7 +77,8 @@ def detect_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:
 
 
 class PushCubeEnv(MujocoTaskEnv):
-    """See the module docstring. kwargs: image_size, cameras, render_mode, render_size, terminate_on_success."""
+    """See the module docstring. `variant`: a key of VARIANTS ('' is the training scene); other kwargs:
+    image_size, cameras, render_mode, render_size, terminate_on_success."""
 
     SCENE = "push_cube.xml"
     CAMERAS = ("top",)
@@ -75,13 +90,37 @@ class PushCubeEnv(MujocoTaskEnv):
     ENV_STATE_BOUNDS = ([-0.35, -0.35, -1, -1, -0.35, -0.35], [0.35, 0.35, 1, 1, 0.35, 0.35])
     is_success_from_env_state = staticmethod(is_success_from_env_state)
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, variant: str = "", **kwargs) -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"PushCubeEnv: variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+        self.variant = variant
+        self._cube_half = BIG_CUBE_HALF if variant == "cube_size" else CUBE_HALF
         super().__init__(**kwargs)
         self._pusher = self._joint_qpos("pusher_x")  # pusher_y follows it in qpos
         self._cube = self._joint_qpos("cube")  # 3 position + 4 quaternion (w, x, y, z)
         self._goal = int(self.model.body("goal").mocapid[0])
         joints = [self.model.joint(n).id for n in ("pusher_x", "pusher_y")]
         self._pusher_lo, self._pusher_hi = self.model.jnt_range[joints].T
+
+    def _load_model(self) -> mujoco.MjModel:
+        if not self.variant:
+            return super()._load_model()  # the training scene exactly as the XML compiles
+        spec = mujoco.MjSpec.from_file(str(scene_path(self.SCENE)))
+        geom = {g.name: g for g in spec.geoms}
+        if self.variant == "cube_color":
+            geom["cube"].rgba = [0.95, 0.8, 0.1, 1.0]
+        elif self.variant == "cube_size":
+            geom["cube"].size = [BIG_CUBE_HALF] * 3
+            geom["cube"].mass = 0.1 * (BIG_CUBE_HALF / CUBE_HALF) ** 3
+        elif self.variant == "table_color":
+            geom["table"].rgba = [0.55, 0.4, 0.25, 1.0]
+        elif self.variant == "distractor":
+            spec.worldbody.add_geom(name="distractor", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.04, 0.001, 0],
+                                    pos=[-0.2, 0.2, 0.001], rgba=[0.6, 0.2, 0.8, 1.0], contype=0, conaffinity=0)
+        elif self.variant == "camera_shift":
+            cam = next(c for c in spec.cameras if c.name == "top")
+            cam.pos = [cam.pos[0] + 0.05, cam.pos[1] + 0.03, cam.pos[2]]
+        return spec.compile()
 
     def _randomize(self, rng: np.random.Generator) -> None:
         cube = rng.uniform(-0.15, 0.15, size=2)
@@ -90,7 +129,7 @@ class PushCubeEnv(MujocoTaskEnv):
         pusher = sample_away(rng, 0.22, cube, 0.08)
         qpos = self.data.qpos
         qpos[self._pusher : self._pusher + 2] = pusher
-        qpos[self._cube : self._cube + 7] = [*cube, CUBE_HALF, np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
+        qpos[self._cube : self._cube + 7] = [*cube, self._cube_half, np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
         self.data.ctrl[:] = pusher  # servos hold the pusher where it starts
         self.set_goal(goal)
 
