@@ -144,3 +144,16 @@ def calibration_figures(fit_rows: dict[str, np.ndarray], test_rows: dict[str, np
                  "coverage_68": cal.coverage(x_test, y_test, 0.68), "coverage_95": cal.coverage(x_test, y_test, 0.95),
                  "selective_coverage": coverage, "error_all": float(y_test.mean()),
                  "error_kept": float(y_test[kept].mean()), "error_kept_depth_only": float(y_test[shallow].mean())}
+
+
+def auroc(inside: Sequence[float], outside: Sequence[float]) -> float:
+    """Area under the ROC curve of a score meant to be higher `outside` the training distribution than
+    `inside` it: P(outside score > inside score) + P(tie) / 2 over all pairs (Mann-Whitney U / n m)."""
+    a, b = np.asarray(inside, np.float64), np.asarray(outside, np.float64)
+    if a.ndim != 1 or b.ndim != 1 or not len(a) or not len(b):
+        raise ValueError(f"auroc needs two non-empty 1-D score arrays, got shapes {a.shape} and {b.shape}")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise ValueError("auroc needs finite scores")
+    greater = (b[:, None] > a[None, :]).sum()
+    ties = (b[:, None] == a[None, :]).sum()
+    return float((greater + 0.5 * ties) / (len(a) * len(b)))

@@ -60,3 +60,15 @@ def test_figures_on_rows_whose_answer_is_known():
     assert abs(fig["coverage_68"] - 0.68) < 0.05 and abs(fig["coverage_95"] - 0.95) < 0.03
     assert fig["error_kept"] < fig["error_kept_depth_only"] < fig["error_all"]  # rt knows more than depth
     assert cal.weights[1] == pytest.approx(1.0, abs=0.05)  # log true error = log rt + noise
+
+
+def test_auroc_by_hand():
+    from wmsuite.eval_harness.trust_study import auroc
+
+    # pairs (outside, inside): 3 > 1, 3 > 2, 2 = 2 (half), 2 > 1 -> 3.5 of 4
+    assert auroc([1.0, 2.0], [3.0, 2.0]) == 0.875
+    assert auroc([1.0, 2.0], [3.0, 4.0]) == 1.0 and auroc([3.0, 4.0], [1.0, 2.0]) == 0.0
+    rng = np.random.default_rng(0)
+    assert abs(auroc(rng.normal(size=4000), rng.normal(size=4000)) - 0.5) < 0.02  # an uninformative score
+    with pytest.raises(ValueError, match="non-empty"):
+        auroc([], [1.0])
