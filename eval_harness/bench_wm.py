@@ -2,7 +2,8 @@
 
 `bench_world_model` steps a `WorldModelEnv` (contexts from the real env's resets) with random action
 chunks at several batch sizes; `bench_real_env` steps the real env with rendering on. Medians over
-`repeats` timed runs after a warm-up.
+`repeats` timed runs after a warm-up. `bench_round_trip` times the round-trip trust signal
+(world_models/trust.py) against the forward rollout it checks, same depth, same batch.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import torch
 
 from wmsuite.world_models import LatentWorldModel
 from wmsuite.world_models.env import GymResetContext, WorldModelEnv
+from wmsuite.world_models.model import FORWARD
+from wmsuite.world_models.rollout import WorldModelState, rollout
+from wmsuite.world_models.trust import round_trip_chunks, round_trip_error
 
 
 def bench_world_model(model: LatentWorldModel, make_env: Callable[[], gym.Env], batch_sizes: Sequence[int],
@@ -42,6 +46,42 @@ def bench_world_model(model: LatentWorldModel, make_env: Callable[[], gym.Env], 
         step_s = float(np.median(times))
         out[b] = {"frames_per_s": b / step_s, "action_steps_per_s": b * model.cfg.chunk / step_s,
                   "step_ms": 1000 * step_s}
+    source.close()
+    return out
+
+
+def bench_round_trip(model: LatentWorldModel, make_env: Callable[[], gym.Env], batch_sizes: Sequence[int],
+                     depth: int = 8, repeats: int = 3, seed: int = 0) -> dict[int, dict[str, float]]:
+    """{batch: {"forward_ms", "round_trip_ms", "cost_ratio", "chunks"}}: median time of a forward
+    rollout of `depth` chunks from real first frames, of the round trip back from its end, and their
+    ratio (what --round-trip adds to an imagined episode of that depth); `chunks` is the number of
+    chunks the round trip generates (round_trip_chunks)."""
+    if model.cfg.p_backward <= 0:
+        raise ValueError("the round trip needs a world model trained with backward windows (p_backward > 0)")
+    h, dev = model.cfg.chunk, model.state_mean.device
+    source = GymResetContext(make_env)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for b in batch_sizes:
+        frames = np.stack([source(seed + i)["pixels"][model.cfg.camera] for i in range(b)])[:, None]  # (B, 1, S, S, 3)
+        actions = torch.as_tensor(rng.uniform(-1, 1, (b, depth * h, model.cfg.action_dim)), dtype=torch.float32,
+                                  device=dev)
+        fwd, back = [], []
+        for r in range(repeats + 1):  # the first is a warm-up
+            gen = torch.Generator(device=dev).manual_seed(seed + r)
+            state = WorldModelState.from_frames(model, frames, device=dev)
+            start = state.newest.clone()
+            t0 = time.perf_counter()
+            _, state = rollout(model, state, actions, FORWARD, generator=gen)
+            t1 = time.perf_counter()
+            round_trip_error(model, start, state.context, actions, generator=gen)
+            t2 = time.perf_counter()
+            if r:
+                fwd.append(t1 - t0)
+                back.append(t2 - t1)
+        f, rt = float(np.median(fwd)), float(np.median(back))
+        out[b] = {"forward_ms": 1000 * f, "round_trip_ms": 1000 * rt, "cost_ratio": rt / f,
+                  "chunks": round_trip_chunks(depth * h, model.cfg.context, h)}
     source.close()
     return out
 

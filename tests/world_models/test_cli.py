@@ -128,6 +128,27 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
     assert b["ratio_b64"] == pytest.approx(b["wm_frames_per_s"] / b["sim_steps_per_s"])
     chunk = load_world_model(run).cfg.chunk  # every step returns one frame and consumes a chunk of actions
     assert b["wm_action_steps_per_s_b2"] == pytest.approx(b["wm_frames_per_s_b2"] * chunk)
+    assert not any(k.startswith("round_trip") for k in b)  # a forward-only model: no round-trip figure
+
+
+def test_bench_times_the_round_trip_of_a_model_that_steps_backward(tmp_path, capsys):
+    from tests.eval_harness.test_eval_e2e import _tiny_checkpoint
+
+    facts = _tiny_checkpoint(tmp_path / "wm", p_backward=0.5)  # context 4, chunk 4
+    assert main(["bench", "wm", "--wm", str(tmp_path / "wm"), "--batch-sizes", "1", "2", "--steps", "1",
+                 "--repeats", "1", "--sim-steps", "5", "--round-trip-depth", "3", "--out", str(tmp_path / "b")]) == 0
+    assert "round trip after 3 chunks" in capsys.readouterr().out
+    b = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    for batch in (1, 2):
+        assert b[f"round_trip_ms_b{batch}"] > 0 and b[f"round_trip_cost_b{batch}"] > 0
+    from wmsuite.envs import make_env
+    from wmsuite.eval_harness.bench_wm import bench_round_trip
+    from wmsuite.world_models import load_world_model
+
+    model = load_world_model(tmp_path / "wm")
+    r = bench_round_trip(model, lambda: make_env("wmsuite/PushCube-v0"), [1], depth=3, repeats=1)
+    # 12 forward actions with context 4: back from frame 12 to frame 0 is 9 frames, 3 chunks of 4
+    assert r[1]["chunks"] == 3 and facts["chunk"] == 4
 
 
 def test_weight_average_checkpoints_hold_the_average_and_resume_trains_the_raw_weights(pushcube_file, tmp_path):

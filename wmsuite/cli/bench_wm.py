@@ -4,7 +4,9 @@
 
 metrics.json keys: wm_frames_per_s (batch 64), wm_frames_per_s_b<B> and wm_action_steps_per_s_b<B>
 for every batch, sim_steps_per_s (one real env, rendering 64 px), ratio_b64 (= wm_frames_per_s /
-sim_steps_per_s), torch_threads.
+sim_steps_per_s), torch_threads; for a world model trained to step backward too, round_trip_ms_b<B>
+and round_trip_cost_b<B>: the round-trip trust signal's time for a rollout of --round-trip-depth chunks
+and its ratio to that rollout's own time (what `wmsuite eval --round-trip` adds).
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ class BenchWMConfig:
     """Directory for metrics.json (nothing written when empty)."""
     seed: int = 0
     """Seed of the random actions and contexts."""
+    round_trip_depth: int = 8
+    """Chunks of the rollout whose round trip is timed (world models with backward windows only)."""
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or min(self.batch_sizes) < 1:
             raise ValueError(f"batch_sizes must be positive, got {self.batch_sizes}")
-        for name in ("steps", "repeats", "sim_steps"):
+        for name in ("steps", "repeats", "sim_steps", "round_trip_depth"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
@@ -51,7 +55,7 @@ CONFIG = BenchWMConfig
 @torch.no_grad()
 def run(cfg: BenchWMConfig) -> int:
     from wmsuite.envs import make_env
-    from wmsuite.eval_harness.bench_wm import bench_real_env, bench_world_model
+    from wmsuite.eval_harness.bench_wm import bench_real_env, bench_round_trip, bench_world_model
     from wmsuite.world_models import load_world_model
 
     model = load_world_model(cfg.wm, sampling_steps=cfg.sampling_steps or None)
@@ -75,6 +79,17 @@ def run(cfg: BenchWMConfig) -> int:
     last = max(wm)
     metrics["wm_frames_per_s"] = wm[64]["frames_per_s"] if 64 in wm else wm[last]["frames_per_s"]
     metrics["ratio_b64"] = metrics["wm_frames_per_s"] / sim
+    if model.cfg.p_backward > 0:
+        rt = bench_round_trip(model, real, cfg.batch_sizes, depth=cfg.round_trip_depth, repeats=cfg.repeats,
+                              seed=cfg.seed)
+        print(f"round trip after {cfg.round_trip_depth} chunks: {'batch':>6} {'forward ms':>11} {'round trip ms':>14} "
+              f"{'ratio':>6}")
+        for b, r in rt.items():
+            print(f"{'':>31}{b:>6} {r['forward_ms']:>11.1f} {r['round_trip_ms']:>14.1f} {r['cost_ratio']:>6.2f}")
+            metrics[f"round_trip_ms_b{b}"] = r["round_trip_ms"]
+            metrics[f"round_trip_cost_b{b}"] = r["cost_ratio"]
+    else:
+        print("round trip: not timed (the world model was trained forward only)")
     if cfg.out:
         print(f"wrote {write_metrics(cfg.out, metrics)}")
     return 0
