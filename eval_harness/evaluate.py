@@ -36,6 +36,12 @@ survive abstaining on the least trusted 20% of all of them), and the metrics add
 (across policies, |predicted - real| against 1 - mean_trust), `abstention` (the selective-evaluation
 curve beside the depth-only one, eval_harness/abstention.py) and `abstained` (the cross-policy figures
 of the kept predictions).
+
+IDM stop: where the learned simulator stopped episodes whose frames stopped showing the given
+actions (`trust_idm_stop_max` 1 on such an episode's record, world_models/env.py), a stopped episode
+counts as a failure in `predicted_success`; each row adds `predicted_success_unstopped` (the rate over
+the episodes that were not stopped: abstaining on them instead) and the metrics `idm_stop_abstain`,
+the cross-policy figures under that reading, so one run measures both.
 """
 
 from __future__ import annotations
@@ -224,7 +230,7 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
                      "real_length": float(np.mean([done[(entry.name, "real", i)].get("length", math.nan)
                                                    for i in range(setup.count("real"))])),
                      "wm_length": float(np.mean([r.get("length", math.nan) for r in wm_recs])),
-                     **_judge_figures(wm_recs)})
+                     **_judge_figures(wm_recs), **_unstopped(wm_recs, pred)})
         real_outcomes.append(real)
         sim_outcomes.append(pred)
     metrics: dict[str, Any] = {"env": setup.env_id, "n_policies": len(rows), "episodes_per_policy": setup.episodes,
@@ -237,7 +243,18 @@ def summarize(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]]
             metrics[f"{name}_ci"] = [lo, hi]
     if setup.trust_score is not None:
         metrics.update(_trust_figures(setup, done, rows))
+    if any("predicted_success_unstopped" in r for r in rows):
+        metrics["idm_stop_abstain"] = row_metrics([{**r, "predicted_success": r["predicted_success_unstopped"]}
+                                                   for r in rows if math.isfinite(r["predicted_success_unstopped"])])
     return metrics
+
+
+def _unstopped(records: list[dict[str, Any]], pred: np.ndarray) -> dict[str, float]:
+    """{predicted_success_unstopped} over the imagined episodes the IDM stop left alone, where it was on."""
+    if not any("trust_idm_stop_max" in r for r in records):
+        return {}
+    kept = np.array([r.get("trust_idm_stop_max", 0.0) == 0 for r in records])
+    return {"predicted_success_unstopped": float(pred[kept].mean()) if kept.any() else math.nan}
 
 
 def _trust_figures(setup: EvalSetup, done: dict[tuple[str, str, int], dict[str, Any]],

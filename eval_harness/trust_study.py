@@ -98,6 +98,31 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
     return {k: np.asarray(v, np.int64 if k in ("episode", "depth") else np.float64) for k, v in rows.items()}
 
 
+@torch.no_grad()
+def chunk_idm_errors(model: LatentWorldModel, episodes: Sequence[Episode], max_chunks: int = 20,
+                     batch_size: int = 32, seed: int = 0, steps: int | None = None) -> np.ndarray:
+    """The inverse-dynamics error of every chunk of every episode imagined open loop from its first
+    frame with its own actions (up to `max_chunks` chunks, whole chunks inside the episode only), as a
+    learned simulator reports it per step: (M,) mean |recovered - given action| over the chunk."""
+    h, cam, dev = model.cfg.chunk, model.cfg.camera, model.state_mean.device
+    out: list[float] = []
+    for start in range(0, len(episodes), batch_size):
+        batch = list(episodes[start : start + batch_size])
+        reach = min(max_chunks, max(ep.length // h for ep in batch))
+        state = WorldModelState.from_frames(model, [ep.obs[cam][:1] for ep in batch], device=dev)
+        gen = torch.Generator(device=dev).manual_seed(seed + start)
+        for d in range(reach):
+            act = torch.zeros(len(batch), h, batch[0].actions.shape[-1])
+            for i, ep in enumerate(batch):
+                act[i, : max(0, min(h, ep.length - d * h))] = torch.as_tensor(ep.actions[d * h : (d + 1) * h])
+            act = act.to(dev)
+            newest = state.newest
+            lat, state = rollout(model, state, act, FORWARD, steps, gen)
+            err = (model.inverse_dynamics(newest, lat) - act).abs().mean(dim=(1, 2)).cpu().numpy()
+            out += [float(e) for i, e in enumerate(err) if batch[i].length >= (d + 1) * h]
+    return np.asarray(out)
+
+
 def _rho(x: np.ndarray, y: np.ndarray) -> float:
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")

@@ -41,6 +41,11 @@
   episode's newest frames with its actions reversed (world_models/trust.py). It needs a model trained
   with backward windows (`p_backward` > 0), costs as many chunks again as the episode ran, and draws
   its noise from a generator of its own, so the imagined episodes are the same with it or without.
+- `idm_stop` (the inverse-dynamics verifier, SC3-Eval): a step whose IDM error exceeds it ends the
+  sub-env's episode there, truncated and not a success (unless the judge fired in the same chunk),
+  and reports `trust/idm_stop` 1.0 on that step (0.0 on the others): the frames no longer show the
+  actions given, so nothing after them is evidence about the policy. The caller decides what such an
+  episode counts as (`wmsuite eval` measures it both as a failure and as an abstention).
 - Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
   or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
 - Autoreset is disabled (Gymnasium's AutoresetMode.DISABLED): reset finished sub-envs with
@@ -129,7 +134,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  sampling_steps: int | None = None, device: str = "cpu", seed: int = 0,
                  success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
                  tracking: ObjectTracking | None = None, static_state: slice | None = None,
-                 round_trip: bool = False) -> None:
+                 round_trip: bool = False, idm_stop: float | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -148,7 +153,9 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if static_state is not None and not range(model.cfg.env_state_dim)[static_state]:
             raise ValueError(f"static_state {static_state} picks no entry of the model's "
                              f"{model.cfg.env_state_dim}-d environment_state")
-        self.static_state, self.round_trip = static_state, round_trip
+        if idm_stop is not None and not (math.isfinite(idm_stop) and idm_stop > 0):
+            raise ValueError(f"idm_stop must be a positive IDM error (or None), got {idm_stop}")
+        self.static_state, self.round_trip, self.idm_stop = static_state, round_trip, idm_stop
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -264,16 +271,20 @@ class WorldModelEnv(gym.vector.VectorEnv):
             if t < self.horizon:
                 self._actions[i, t * self.chunk : (t + 1) * self.chunk] = act[i]
         self._t += 1
+        idm_error = (idm - act).abs().mean(dim=(1, 2)).cpu().numpy()  # (n,)
         terminated = self._success & self.terminate_on_success
-        truncated = (self._t >= self.horizon) & ~terminated
+        stopped = (idm_error > self.idm_stop) & ~terminated if self.idm_stop is not None else np.zeros_like(terminated)
+        truncated = ((self._t >= self.horizon) | stopped) & ~terminated
         ones = np.ones(self.num_envs, bool)
         info = {
             "is_success": self._success.copy(), "_is_success": ones,
-            "trust/idm_error": (idm - act).abs().mean(dim=(1, 2)).cpu().numpy(), "_trust/idm_error": ones,
+            "trust/idm_error": idm_error, "_trust/idm_error": ones,
             "trust/success_prob": prob.max(1).values.cpu().numpy(), "_trust/success_prob": ones,
         }
         for name, f in fired.items():
             info[f"judge/{name}"], info[f"_judge/{name}"] = f.any(1).astype(np.float32), ones
+        if self.idm_stop is not None:
+            info["trust/idm_stop"], info["_trust/idm_stop"] = stopped.astype(np.float32), ones
         if self.round_trip:
             info["trust/round_trip"], info["_trust/round_trip"] = self._round_trips(terminated | truncated)
         return self._obs(), reward.cpu().numpy().astype(np.float32), terminated, truncated, info
@@ -328,14 +339,15 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          success_threshold: float = 0.5,
                          success_fn: Callable[[np.ndarray], np.ndarray] | None = None,
                          judge: str = "head", tracking: ObjectTracking | None = None,
-                         static_state: slice | None = None, round_trip: bool = False) -> WorldModelEnv:
+                         static_state: slice | None = None, round_trip: bool = False,
+                         idm_stop: float | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`: see the module docstring (the caller fills them in from the task probe). world_models never imports
+    `round_trip`, `idm_stop`: see the module docstring (the caller fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
@@ -355,4 +367,4 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
-                         static_state=static_state, round_trip=round_trip)
+                         static_state=static_state, round_trip=round_trip, idm_stop=idm_stop)

@@ -73,6 +73,10 @@ def test_unknown_env_ids_wrong_checkpoints_and_kwargs(tmp_path, capsys):
         main(["eval", "--real-episodes", "50", "--out", str(tmp_path / "f")])
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())  # tyro's boxed message, re-wrapped
     assert exit_.value.code == 2 and "--real-episodes must be 0 (all) or below --episodes (50), got 50" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "--idm-stop", "-0.1", "--out", str(tmp_path / "g")])
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    assert exit_.value.code == 2 and "--idm-stop must be 0 (off) or a positive" in err
 
 
 def test_unwritable_output_fails_before_the_compute(tmp_path, capsys):

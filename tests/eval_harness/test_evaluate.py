@@ -165,3 +165,21 @@ def test_trust_scores_give_mean_trust_abstention_and_the_policy_level_spearman()
     setup.trust_score = lambda records: np.full(len(records), 1.5)
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         summarize(setup, done, bootstrap_samples=10)
+
+
+def test_idm_stopped_episodes_count_as_failures_and_as_abstentions():
+    setup = make_setup(episodes=4)
+    setup.policies = setup.policies[:2]
+    done = {}
+    for p, entry in enumerate(setup.policies):
+        for i in range(4):
+            done[(entry.name, "real", i)] = {"success": i < 2 * p}
+            # policy 0: episodes 0 and 1 stopped (not successes), 2 succeeds; policy 1: none stopped, 3 of 4 succeed
+            stop = float(p == 0 and i < 2)
+            done[(entry.name, "wm", i)] = {"success": (i == 2) if p == 0 else i < 3, "trust_idm_stop_max": stop}
+    m = summarize(setup, done, bootstrap_samples=10)
+    a, b = m["policies"]
+    assert a["predicted_success"] == 0.25 and a["predicted_success_unstopped"] == 0.5
+    assert a["trust_idm_stop_max"] == 0.5  # the share of its imagined episodes stopped
+    assert b["predicted_success_unstopped"] == b["predicted_success"] == 0.75
+    assert m["idm_stop_abstain"]["mean_abs_error"] == pytest.approx((abs(0.5 - 0.0) + abs(0.75 - 0.5)) / 2)

@@ -72,3 +72,25 @@ def test_auroc_by_hand():
     assert abs(auroc(rng.normal(size=4000), rng.normal(size=4000)) - 0.5) < 0.02  # an uninformative score
     with pytest.raises(ValueError, match="non-empty"):
         auroc([], [1.0])
+
+
+def test_chunk_idm_errors_are_the_idm_errors_of_the_rollout_by_hand():
+    from wmsuite.eval_harness.trust_study import chunk_idm_errors
+
+    episodes = [moving_square_episode(t=12, seed=0), moving_square_episode(t=5, seed=1)]  # 6 and 2 whole chunks of 2
+    model = tiny_model(episodes).eval()
+    errors = chunk_idm_errors(model, episodes, seed=3)
+    assert errors.shape == (6 + 2,)
+    with torch.no_grad():  # chunk by chunk from the first frames, one generator seeded with seed + 0
+        state = WorldModelState.from_frames(model, [ep.obs["top"][:1] for ep in episodes])
+        gen, want = torch.Generator().manual_seed(3), []
+        for d in range(6):
+            act = torch.zeros(2, 2, 2)
+            for i, ep in enumerate(episodes):
+                part = torch.as_tensor(ep.actions[2 * d : 2 * d + 2])
+                act[i, : len(part)] = part
+            newest = state.newest
+            lat, state = rollout(model, state, act, generator=gen)
+            err = (model.inverse_dynamics(newest, lat) - act).abs().mean(dim=(1, 2))
+            want += [float(err[0])] + ([float(err[1])] if d < 2 else [])
+    np.testing.assert_allclose(errors, want, rtol=1e-6)

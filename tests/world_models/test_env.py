@@ -170,3 +170,33 @@ def test_make_world_model_env_from_a_checkpoint_and_an_env_id(tmp_path):
         make_world_model_env(model, "wmsuite_test/NotRegistered-v0", 1)
     with pytest.raises(ValueError, match="max_episode_steps"):
         make_world_model_env(model, _register("wmsuite_test/Endless-v0"), 1)
+
+
+def test_idm_stop_truncates_exactly_the_steps_whose_idm_error_crosses_it(episodes):
+    """Without the stop, record every step's IDM error; with the stop at their median, the same seeds
+    give the same frames up to the stop, and a sub-env is truncated exactly at its first step above it."""
+    model = tiny_model(episodes, camera="top")
+    with torch.no_grad():  # the success head never fires: episodes end by the horizon or the stop alone
+        model.heads.net[-1].bias[model.cfg.state_dim + model.cfg.env_state_dim] = -30.0
+    acts = np.random.default_rng(3).uniform(-1, 1, (5, 3, model.cfg.chunk, 2)).astype(np.float32)
+
+    def run(stop):
+        env = WorldModelEnv(model, EpisodeContext(episodes), num_envs=3, horizon=5, seed=0, idm_stop=stop)
+        env.reset(seed=[0, 1, 2])
+        return [env.step(a) for a in acts]
+
+    free = run(None)
+    errors = np.stack([s[4]["trust/idm_error"] for s in free])  # (5 steps, 3 sub-envs)
+    assert not any("trust/idm_stop" in s[4] for s in free)
+    stop = float(np.median(errors))
+    assert (errors[:4] > stop).any()  # some sub-env is stopped before the horizon
+    stopped = run(stop)
+    for i in range(3):
+        first = int(np.argmax(errors[:, i] > stop)) if (errors[:, i] > stop).any() else None
+        for t in range(5 if first is None else first + 1):
+            _, _, term, trunc, info = stopped[t]
+            assert info["trust/idm_stop"][i] == float(t == first) and not term[i]
+            assert trunc[i] == (t == first or t == 4)
+            np.testing.assert_array_equal(stopped[t][0]["pixels"]["top"][i], free[t][0]["pixels"]["top"][i])
+    with pytest.raises(ValueError, match="idm_stop"):
+        WorldModelEnv(model, EpisodeContext(episodes), num_envs=1, idm_stop=-1.0)

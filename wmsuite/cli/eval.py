@@ -67,6 +67,11 @@ class EvalConfig:
     round-trip error, inverse-dynamics error and depth into one trust score in [0, 1], the predicted
     probability that the episode's error is tolerable; adds per-policy `mean_trust`, abstention and
     `trust_error_spearman` to the metrics ('': calibration.json beside the world model, if it has one)."""
+    idm_stop: float = 0.0
+    """Stop an imagined episode at the first step whose inverse-dynamics error (recovered vs given
+    actions, mean over the chunk) exceeds this (0: never). A stopped episode counts as a failure in
+    `predicted_success`; `predicted_success_unstopped` and `idm_stop_abstain` give the figures with it
+    left out instead. Choose the value on training rollouts: experiments/scripts/idm_threshold.py."""
     real_episodes: int = 0
     """Run only the first this many episodes of each policy in the real simulator (0: all --episodes) and
     report, next to the real-only and imagined-only rates, the prediction-powered estimate of the real
@@ -103,6 +108,8 @@ class EvalConfig:
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
         if self.judge not in (*JUDGES, "auto"):
             raise ValueError(f"--judge must be auto or one of {', '.join(JUDGES)}, got {self.judge!r}")
+        if not (math.isfinite(self.idm_stop) and self.idm_stop >= 0):
+            raise ValueError(f"--idm-stop must be 0 (off) or a positive inverse-dynamics error, got {self.idm_stop}")
         if not 0 <= self.real_episodes < self.episodes:
             raise ValueError(f"--real-episodes must be 0 (all) or below --episodes ({self.episodes}), "
                              f"got {self.real_episodes}")
@@ -241,7 +248,7 @@ def make_env_factory(cfg: EvalConfig, model):
                                     success_fn=probe.success_from_env_state if probe is not None else None,
                                     tracking=tracking,
                                     static_state=probe.static_state if probe is not None and cfg.hold_static
-                                    else None, round_trip=cfg.round_trip)
+                                    else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None)
 
     return make
 
@@ -266,6 +273,7 @@ def run(cfg: EvalConfig) -> int:
                 **({"hold_static": True} if cfg.hold_static and _holds_static(cfg.env) else {}),
                 **({"real_episodes": cfg.real_episodes} if cfg.real_episodes else {}),
                 **({"round_trip": True} if cfg.round_trip else {}),
+                **({"idm_stop": cfg.idm_stop} if cfg.idm_stop else {}),
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
@@ -291,6 +299,12 @@ def run(cfg: EvalConfig) -> int:
         for p in metrics["policies"]:
             print(f"{p['name']:<{w}} " + " ".join(f"{p[k]:>6.2f} [{p[c][0]:.2f}, {p[c][1]:.2f}]".rjust(22) for k, c in (
                 ("real_success", "real_ci"), ("predicted_success", "predicted_ci"), ("ppi_success", "ppi_ci"))))
+    if "idm_stop_abstain" in metrics:
+        k = metrics["idm_stop_abstain"]
+        stopped = np.mean([p.get("trust_idm_stop_max", 0.0) for p in metrics["policies"]])
+        print(f"\n--idm-stop {cfg.idm_stop}: {stopped:.1%} of imagined episodes stopped, counted as failures above; "
+              f"left out instead: Pearson {k.get('pearson', math.nan):.3f}  MMRV {k.get('mmrv', math.nan):.3f}  "
+              f"mean |error| {k['mean_abs_error']:.3f}")
     if "abstention" in metrics:
         _print_trust(metrics, w)
         plot_curves(metrics["abstention"], out / "selective.png")
