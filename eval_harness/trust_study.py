@@ -43,7 +43,8 @@ TRUTHS = ("latent", "object")
 
 @torch.no_grad()
 def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe, depths: Sequence[int],
-               batch_size: int = 32, seed: int = 0, steps: int | None = None) -> dict[str, np.ndarray]:
+               batch_size: int = 32, seed: int = 0, steps: int | None = None,
+               samples: int = 1) -> dict[str, np.ndarray]:
     """One row per (episode, depth) where the episode runs at least `depth` chunks: arrays `episode`,
     `depth`, the true errors `latent` and `object`, and the signals `round_trip`, `round_trip_object`
     and `idm` (module docstring). Sampling noise: one generator per batch seeded with `seed + start`,
@@ -87,7 +88,7 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
             read = model.predict_heads(img)["environment_state"][:, obj].cpu().numpy()  # (m, 2)
             true_obj = np.stack([batch[i].env_state[d * h][obj] for i in live])
             rt = round_trip_error(model, first[live], state.context[live], actions[live, : d * h],
-                                  start_env[live], steps, back)
+                                  start_env[live], steps, back, samples)
             rows["episode"] += [start + i for i in live]
             rows["depth"] += [d] * len(live)
             rows["latent"] += ((img - real) ** 2).mean(dim=(1, 2, 3)).cpu().tolist()

@@ -51,14 +51,16 @@ def round_trip_chunks(depth: int, context: int, chunk: int) -> int:
 @torch.no_grad()
 def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torch.Tensor, actions: torch.Tensor,
                      start_env_state: torch.Tensor | None = None, steps: int | None = None,
-                     generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+                     generator: torch.Generator | None = None, samples: int = 1) -> dict[str, torch.Tensor]:
     """Play imagined rollouts back to their start and measure how far they land from the real one.
 
     start (B, C, s, s): latent of the real start frame f_0. current (B, K, C, s, s): the K newest
     imagined latents f_{N-K+1} .. f_N, oldest first (a rollout's `state.context`). actions (B, N, A):
     a_0 .. a_{N-1}, the actions that produced f_1 .. f_N; N is common to the batch (group rollouts
     by depth). start_env_state (B, E), optional: the real start's environment state. `steps` and
-    `generator` go to the backward rollout as they would to a forward one.
+    `generator` go to the backward rollout as they would to a forward one. `samples` R > 1 draws R
+    backward passes per rollout (one batch of B*R) and compares their mean f_0 with the start: the
+    backward pass's own sampling noise averages out of the signal, at R times the cost.
 
     Returns {"latent": (B,) mean squared latent difference between the backward f_0 and `start`,
     "estimate": (B, C, s, s) the backward f_0} and, with `start_env_state`, "env_state": (B, E) the
@@ -67,6 +69,8 @@ def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torc
     """
     k, h = model.cfg.context, model.cfg.chunk
     _check_shapes(model, start, current, actions, start_env_state)
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
     n = actions.shape[1]
     if n < k:  # f_0 is still in the context: no generation
         estimate = current[:, k - 1 - n]  # (B, C, s, s)
@@ -74,8 +78,10 @@ def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torc
         back = actions[:, : n - k + 1].flip(1)  # (B, N-K+1, A): a_{N-K} .. a_0
         pad = round_trip_chunks(n, k, h) * h - back.shape[1]
         back = torch.cat([back, back.new_zeros(back.shape[0], pad, back.shape[2])], dim=1)  # whole chunks
-        latents, _ = rollout(model, WorldModelState(current.flip(1)), back, BACKWARD, steps, generator)
-        estimate = latents[:, n - k]  # (B, C, s, s): f_0; the frames after it came from zero padding
+        context = current.flip(1).repeat_interleave(samples, 0)  # (B*R, K, C, s, s)
+        latents, _ = rollout(model, WorldModelState(context), back.repeat_interleave(samples, 0), BACKWARD, steps,
+                             generator)
+        estimate = latents[:, n - k].unflatten(0, (-1, samples)).mean(1)  # (B, C, s, s): f_0, mean of R
     out = {"latent": ((estimate - start) ** 2).mean(dim=(1, 2, 3)), "estimate": estimate}
     if start_env_state is not None:
         predicted = model.predict_heads(estimate)["environment_state"]  # (B, E)

@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--env", default="wmsuite/PushCube-v0")
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 6, 8, 12, 16])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--samples", type=int, default=1, help="backward passes per round trip (their mean f_0 is compared)")
     ap.add_argument("--tau", type=float, default=0.025,
                     help="the tolerated object error (m) that trust scores refer to: half PushCube's goal radius, "
                          "set from the task's geometry, not from any figure")
@@ -51,10 +52,11 @@ def main() -> None:
     rows = {}
     for name, path in (("fit", args.fit_data), ("test", args.test_data)):
         t0 = time.perf_counter()
-        rows[name] = trust_rows(model, load_episodes(path), probe, args.depths, seed=args.seed)
+        rows[name] = trust_rows(model, load_episodes(path), probe, args.depths, seed=args.seed,
+                                samples=args.samples)
         np.savez(out / f"rows_{name}.npz", **rows[name])
         print(f"{name}: {len(rows[name]['depth'])} rows from {path} in {time.perf_counter() - t0:.0f} s")
-    metrics = {"wm": args.wm, "fit_data": args.fit_data, "test_data": args.test_data, "depths": args.depths,
+    metrics = {"wm": args.wm, "samples": args.samples, "fit_data": args.fit_data, "test_data": args.test_data, "depths": args.depths,
                "signals_test": signal_figures(rows["test"]), "signals_fit": signal_figures(rows["fit"]),
                "calibration": {}}
     for truth in ("object", "latent"):

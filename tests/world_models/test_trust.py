@@ -78,6 +78,32 @@ def test_an_exact_model_comes_back_to_its_start(n):
     assert model.calls == round_trip_chunks(n, K, H)  # the cost helper counts the generate calls
 
 
+class NoisyOracle(Oracle):
+    """The oracle whose backward steps add N(0, noise^2) per entry from the generator: the backward
+    pass's own sampling noise, which R samples average out of the mean estimate."""
+
+    def __init__(self, noise: float) -> None:
+        super().__init__()
+        self.noise = noise
+
+    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None):
+        out = super().generate(context, actions, direction, steps, generator)
+        if direction == FORWARD:
+            return out
+        return out + self.noise * torch.randn(out.shape, generator=generator, dtype=out.dtype)
+
+
+def test_more_backward_samples_average_the_backward_noise_out():
+    model = NoisyOracle(noise=0.1)
+    f0, current, actions = _imagine(model, 6, b=64)
+    err = {r: round_trip_error(model, f0, current, actions, generator=torch.Generator().manual_seed(0),
+                               samples=r)["latent"].mean().item() for r in (1, 16)}
+    # the mean of R estimates has 1/R of one estimate's noise variance; the exact model adds no drift
+    assert err[16] < err[1] / 8
+    with pytest.raises(ValueError, match="samples"):
+        round_trip_error(model, f0, current, actions, samples=0)
+
+
 def test_round_trip_cost_by_hand():
     # K=3, H=2: f_0 leaves the context at N=3; N-K+1 frames to regenerate, in chunks of 2
     assert [round_trip_chunks(n, 3, 2) for n in range(8)] == [0, 0, 0, 1, 1, 2, 2, 3]
