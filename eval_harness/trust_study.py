@@ -11,6 +11,8 @@ depth d of `depths` (in chunks) and for every episode still running there, three
                   actions reversed; `round_trip` latent MSE to the real first frame, and
                   `round_trip_object` in metres, through the same head
     idm           the mean inverse-dynamics error of the d chunks (recovered vs given actions)
+    start         metres between the object position the heads read off the real first frame and
+                  the real one: whether the model can read the scene it starts from at all
 
 `signal_figures` then says how well a signal ranks the true error: Spearman across episodes at each
 depth, and within each episode across depths (median over episodes with three depths or more).
@@ -37,7 +39,7 @@ from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import Calibrator, round_trip_error
 
-SIGNALS = ("round_trip", "round_trip_object", "idm")
+SIGNALS = ("round_trip", "round_trip_object", "idm", "start")
 TRUTHS = ("latent", "object")
 
 
@@ -69,6 +71,7 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
         state = WorldModelState.from_frames(model, [ep.obs[cam][:1] for ep in batch], device=dev)
         first = state.context[:, -1].clone()  # (B, C, s, s): the real start's latent
         start_env = torch.as_tensor(np.stack([ep.env_state[0] for ep in batch]), dtype=torch.float32, device=dev)
+        start_read = (model.predict_heads(first)["environment_state"][:, obj] - start_env[:, obj]).norm(dim=-1)  # (B,)
         gen = torch.Generator(device=dev).manual_seed(seed + start)
         back = torch.Generator(device=dev).manual_seed(seed + start + 1)
         idm_sum = torch.zeros(b, device=dev)
@@ -96,6 +99,7 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
             rows["round_trip"] += rt["latent"].cpu().tolist()
             rows["round_trip_object"] += rt["env_state"][:, obj].norm(dim=-1).cpu().tolist()
             rows["idm"] += (idm_sum[live] / d).cpu().tolist()
+            rows["start"] += start_read[live].cpu().tolist()
     return {k: np.asarray(v, np.int64 if k in ("episode", "depth") else np.float64) for k, v in rows.items()}
 
 
@@ -134,7 +138,7 @@ def signal_figures(rows: dict[str, np.ndarray]) -> dict[str, Any]:
     """For every signal and true error: Spearman across episodes at each depth (`across`, keyed by
     depth), its median over depths, and the median within-episode Spearman across depths."""
     out: dict[str, Any] = {}
-    for sig in SIGNALS:
+    for sig in (s for s in SIGNALS if s in rows):  # rows from before a signal existed lack it
         for truth in TRUTHS:
             across = {int(d): _rho(rows[sig][rows["depth"] == d], rows[truth][rows["depth"] == d])
                       for d in np.unique(rows["depth"])}

@@ -41,6 +41,10 @@
   episode's newest frames with its actions reversed (world_models/trust.py). It needs a model trained
   with backward windows (`p_backward` > 0), costs as many chunks again as the episode ran, and draws
   its noise from a generator of its own, so the imagined episodes are the same with it or without.
+  With `start_reading` (a slice of environment_state, e.g. the object's position), also
+  `trust/start_error` on that step: the distance between what the heads read off the real start frame
+  and the real start state there. A model that cannot read the real scene it starts from (a colour,
+  a camera, a texture it never saw) is not to be trusted with what follows; it costs one heads pass.
 - `idm_stop` (the inverse-dynamics verifier, SC3-Eval): a step whose IDM error exceeds it ends the
   sub-env's episode there, truncated and not a success (unless the judge fired in the same chunk),
   and reports `trust/idm_stop` 1.0 on that step (0.0 on the others): the frames no longer show the
@@ -134,7 +138,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  sampling_steps: int | None = None, device: str = "cpu", seed: int = 0,
                  success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
                  tracking: ObjectTracking | None = None, static_state: slice | None = None,
-                 round_trip: bool = False, idm_stop: float | None = None) -> None:
+                 round_trip: bool = False, idm_stop: float | None = None,
+                 start_reading: slice | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -155,7 +160,11 @@ class WorldModelEnv(gym.vector.VectorEnv):
                              f"{model.cfg.env_state_dim}-d environment_state")
         if idm_stop is not None and not (math.isfinite(idm_stop) and idm_stop > 0):
             raise ValueError(f"idm_stop must be a positive IDM error (or None), got {idm_stop}")
+        if start_reading is not None and not range(model.cfg.env_state_dim)[start_reading]:
+            raise ValueError(f"start_reading {start_reading} picks no entry of the model's "
+                             f"{model.cfg.env_state_dim}-d environment_state")
         self.static_state, self.round_trip, self.idm_stop = static_state, round_trip, idm_stop
+        self.start_reading = start_reading
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -185,6 +194,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._tracked = np.zeros((num_envs, 2), np.float32)  # the tracked object's (x, y) per sub-env
         self._start_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)  # environment_state at reset
         self._t = np.zeros(num_envs, np.int64)
+        self._start_error = np.zeros(num_envs, np.float32)  # heads' reading of the real start vs the real state
         # round trip: each sub-env's real start latent and every action since its reset
         self._start_latent = torch.zeros(num_envs, c, s, s, device=device)  # (n, C, s, s)
         self._actions = torch.zeros(num_envs, horizon * cfg.chunk, cfg.action_dim, device=device)  # (n, T*H, A)
@@ -232,6 +242,11 @@ class WorldModelEnv(gym.vector.VectorEnv):
                     self._tracked[rows] = self._env_state[rows][:, self.tracking.object_xy]
             self._success[rows] = False
             self._t[rows] = 0
+            if self.start_reading is not None:
+                with torch.no_grad():
+                    read = self.model.predict_heads(self._start_latent[rows])["environment_state"].cpu().numpy()
+                sel = self.start_reading
+                self._start_error[rows] = np.linalg.norm(read[:, sel] - self._start_state[rows][:, sel], axis=-1)
         return self._obs(), {"is_success": self._success.copy(), "_is_success": np.ones(self.num_envs, bool)}
 
     def step(self, actions: Any) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -287,6 +302,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             info["trust/idm_stop"], info["_trust/idm_stop"] = stopped.astype(np.float32), ones
         if self.round_trip:
             info["trust/round_trip"], info["_trust/round_trip"] = self._round_trips(terminated | truncated)
+        if self.start_reading is not None:
+            info["trust/start_error"], info["_trust/start_error"] = self._start_error.copy(), terminated | truncated
         return self._obs(), reward.cpu().numpy().astype(np.float32), terminated, truncated, info
 
     def close(self, **kwargs: Any) -> None:
@@ -340,14 +357,14 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          success_fn: Callable[[np.ndarray], np.ndarray] | None = None,
                          judge: str = "head", tracking: ObjectTracking | None = None,
                          static_state: slice | None = None, round_trip: bool = False,
-                         idm_stop: float | None = None) -> WorldModelEnv:
+                         idm_stop: float | None = None, start_reading: slice | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`, `idm_stop`: see the module docstring (the caller fills them in from the task probe). world_models never imports
+    `round_trip`, `idm_stop`, `start_reading`: see the module docstring (the caller fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
@@ -367,4 +384,5 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
-                         static_state=static_state, round_trip=round_trip, idm_stop=idm_stop)
+                         static_state=static_state, round_trip=round_trip, idm_stop=idm_stop,
+                         start_reading=start_reading)

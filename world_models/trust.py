@@ -17,7 +17,8 @@ round trip costs nothing (and measures nothing: its error is that of the context
 
 Calibrator. On rollouts whose true error is known (imagined beside real from the same start), a
 Gaussian model in log space: log(true error) ~ N(w . phi, sigma^2), phi = [1, log(round_trip + eps),
-log(idm + eps), depth], fitted by least squares. It gives an interval on the true error of a new
+log(idm + eps), depth, log(start + eps)], fitted by least squares (`start`: how far the heads' reading
+of the real start frame is from the real start state, `WorldModelEnv(start_reading=...)`). It gives an interval on the true error of a new
 rollout from its trust features alone, and its coverage on held-out rollouts says whether to believe
 the interval. With a tolerated error tau it also gives one trust score per rollout in [0, 1]: the
 predicted probability that the true error is at most tau (higher: more trusted). Plain JSON in and out.
@@ -109,7 +110,7 @@ def _check_shapes(model: LatentWorldModel, start: torch.Tensor, current: torch.T
 
 
 # ---------------------------------------------------------------------------------------------- calibrator
-FEATURES = {"round_trip": "log", "idm": "log", "depth": "linear"}
+FEATURES = {"round_trip": "log", "idm": "log", "depth": "linear", "start": "log"}
 """The features a `Calibrator` knows, in the order their weights are stored, and how each enters phi:
 "log" ones as log(x + eps) (they must be >= 0), "linear" ones as they are."""
 

@@ -60,10 +60,11 @@ def main() -> None:
                "signals_test": signal_figures(rows["test"]), "signals_fit": signal_figures(rows["fit"]),
                "calibration": {}}
     for truth in ("object", "latent"):
-        for feats in (("round_trip", "idm", "depth"), ("idm", "depth"), ("depth",)):
+        for feats in (("round_trip", "idm", "depth", "start"), ("round_trip", "idm", "depth"), ("idm", "depth"),
+                      ("depth",)):
             cal, fig = calibration_figures(rows["fit"], rows["test"], truth=truth, features=feats)
             metrics["calibration"][f"{truth}:{'+'.join(feats)}"] = fig
-            if truth == "object" and len(feats) == 3:  # eval --round-trip reads it beside the world model
+            if truth == "object" and len(feats) == 4:  # all signals (fixed in advance); eval --round-trip reads it
                 cal = dataclasses.replace(cal, tau=args.tau)
                 (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))
     for key, fig in metrics["signals_test"].items():

@@ -31,6 +31,11 @@ def test_rows_match_a_rollout_done_by_hand():
         real = model.codec.encode(torch.as_tensor(np.stack([ep.obs["top"][6] for ep in episodes])).permute(0, 3, 1, 2))
         want = ((lat[:, 5] - real) ** 2).mean(dim=(1, 2, 3))
     np.testing.assert_allclose(rows["latent"][rows["depth"] == 3], want.numpy(), rtol=1e-5)
+    with torch.no_grad():  # the start reading: the heads on the real first frame against its real position
+        read = model.predict_heads(state.newest)["environment_state"][:, :2].numpy()
+    want_start = np.linalg.norm(read - np.stack([ep.env_state[0, :2] for ep in episodes]), axis=-1)
+    for d in (1, 3, 6):
+        np.testing.assert_allclose(rows["start"][rows["depth"] == d], want_start, rtol=1e-5)
 
 
 def test_short_episodes_leave_the_deep_rows():

@@ -315,3 +315,24 @@ def test_trust_by_hand_and_without_a_tolerance():
         cal.trust({"depth": [3.0]})
     with pytest.raises(ValueError, match="tau"):
         Calibrator(("depth",), (0.0, 0.0), sigma=0.5, tau=-1.0)
+
+
+def test_the_learned_simulator_reports_the_start_reading_error_when_an_episode_ends(episodes):
+    """With start_reading, the end step reports |heads' reading of the real start frame - real start
+    state| over the slice, the same number computed by hand from the episode's first frame."""
+    from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+
+    model = tiny_model(episodes, camera="top")
+    env = WorldModelEnv(model, EpisodeContext(episodes), num_envs=2, horizon=2, seed=0, start_reading=slice(0, 2))
+    env.reset(seed=[0, 1])
+    _, _, term, trunc, info = env.step(np.zeros((2, 2, 2), np.float32))
+    assert not (term | trunc).any() and not info["_trust/start_error"].any()  # masked until the end
+    _, _, term, trunc, info = env.step(np.zeros((2, 2, 2), np.float32))
+    assert (term | trunc).all() and info["_trust/start_error"].all()
+    with torch.no_grad():
+        first = WorldModelState.from_frames(model, [episodes[s % len(episodes)].obs["top"][:1] for s in (0, 1)]).newest
+        read = model.predict_heads(first)["environment_state"][:, :2].numpy()
+    real = np.stack([episodes[s % len(episodes)].env_state[0, :2] for s in (0, 1)])
+    np.testing.assert_allclose(info["trust/start_error"], np.linalg.norm(read - real, axis=-1), rtol=1e-5)
+    with pytest.raises(ValueError, match="start_reading"):
+        WorldModelEnv(model, EpisodeContext(episodes), num_envs=1, start_reading=slice(50, 60))

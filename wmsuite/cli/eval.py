@@ -64,7 +64,7 @@ class EvalConfig:
     model trained with backward windows (`p_backward` > 0) and doubles the world model's work."""
     calibration: str = ""
     """With --round-trip: the calibrator (JSON, world_models/trust.py) that turns each imagined episode's
-    round-trip error, inverse-dynamics error and depth into one trust score in [0, 1], the predicted
+    round-trip error, inverse-dynamics error, depth and start-reading error into one trust score in [0, 1], the predicted
     probability that the episode's error is tolerable; adds per-policy `mean_trust`, abstention and
     `trust_error_spearman` to the metrics ('': calibration.json beside the world model, if it has one)."""
     idm_stop: float = 0.0
@@ -248,7 +248,8 @@ def make_env_factory(cfg: EvalConfig, model):
                                     success_fn=probe.success_from_env_state if probe is not None else None,
                                     tracking=tracking,
                                     static_state=probe.static_state if probe is not None and cfg.hold_static
-                                    else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None)
+                                    else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None,
+                                    start_reading=probe.object_xy if probe is not None and cfg.round_trip else None)
 
     return make
 
@@ -341,7 +342,8 @@ def calibrated_trust(cfg: EvalConfig, chunk: int):
     def score(records: list[dict]) -> np.ndarray:
         feats = {"round_trip": [r["trust_round_trip_mean"] for r in records],
                  "idm": [r["trust_idm_error_mean"] for r in records],
-                 "depth": [math.ceil(r["length"] / chunk) for r in records]}  # world-model steps, as fitted
+                 "depth": [math.ceil(r["length"] / chunk) for r in records],  # world-model steps, as fitted
+                 "start": [r.get("trust_start_error_mean", math.nan) for r in records]}
         return cal.trust({f: feats[f] for f in cal.features})
 
     return score
