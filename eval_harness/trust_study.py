@@ -147,7 +147,7 @@ def signal_figures(rows: dict[str, np.ndarray]) -> dict[str, Any]:
             out[f"{sig}_vs_{truth}"] = {
                 "across_episodes": across,
                 "across_episodes_median": float(np.nanmedian(list(across.values()))) if across else float("nan"),
-                "within_episodes_median": float(np.nanmedian(within)) if within else float("nan"),
+                "within_episodes_median": float(np.nanmedian(within)) if np.isfinite(within).any() else float("nan"),
                 "within_episodes_n": int(np.isfinite(within).sum()) if within else 0}
     return out
 

@@ -132,6 +132,11 @@ class Calibrator:
     tau: float | None = None
     """The tolerated true error that `trust` scores refer to, in the truth's units (None: none set;
     `trust` then needs one passed)."""
+    start_limit: float | None = None
+    """An out-of-distribution gate: rollouts whose start-reading error (feature `start`) exceeds it get
+    trust 0, whatever the fit says. A regression fitted on in-distribution rollouts cannot learn what
+    an unseen scene does; a scene the heads cannot read at its real start is outside what the fit
+    covers. Set from the fit rollouts (a high quantile of their start errors); None: no gate."""
 
     def __post_init__(self) -> None:
         self.features, self.weights = tuple(self.features), tuple(float(w) for w in self.weights)
@@ -145,8 +150,10 @@ class Calibrator:
             raise ValueError(f"sigma must be finite and >= 0, got {self.sigma}")
         if not (math.isfinite(self.eps) and self.eps > 0):
             raise ValueError(f"eps must be finite and > 0, got {self.eps}")
-        if self.tau is not None and not (math.isfinite(self.tau) and self.tau > 0):
-            raise ValueError(f"tau must be finite and > 0 (or None), got {self.tau}")
+        for name in ("tau", "start_limit"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be finite and > 0 (or None), got {v}")
 
     @classmethod
     def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6, tau: float | None = None) -> Calibrator:
@@ -211,15 +218,19 @@ class Calibrator:
                              " and none was passed")
         mu, sigma = self.predict(features)
         z = math.log(tau) - mu
-        if self.sigma == 0:
-            return (z >= 0).astype(float)
-        return np.array([NormalDist().cdf(v) for v in z / sigma])
+        trust = (z >= 0).astype(float) if self.sigma == 0 else np.array([NormalDist().cdf(v) for v in z / sigma])
+        if self.start_limit is not None:
+            if "start" not in features:
+                raise ValueError("this calibrator gates on the start-reading error; pass feature 'start'")
+            trust[np.asarray(features["start"], np.float64) > self.start_limit] = 0.0
+        return trust
 
     def to_json(self) -> dict[str, Any]:
         """A plain JSON-serialisable dict (no pickle); `from_json` reads it back."""
         return {"kind": "log_normal_calibrator", "version": 1, "features": list(self.features),
                 "weights": list(self.weights), "sigma": self.sigma, "eps": self.eps,
-                **({"tau": self.tau} if self.tau is not None else {})}
+                **({"tau": self.tau} if self.tau is not None else {}),
+                **({"start_limit": self.start_limit} if self.start_limit is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Calibrator:
@@ -227,7 +238,7 @@ class Calibrator:
             raise ValueError(f"not a version-1 log_normal_calibrator: kind={data.get('kind')!r}, "
                              f"version={data.get('version')!r}")
         return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]),
-                   data.get("tau"))
+                   data.get("tau"), data.get("start_limit"))
 
 
 def _design(features: dict[str, Any], names: tuple[str, ...], eps: float) -> np.ndarray:

@@ -69,7 +69,7 @@ def main() -> None:
         rows[variant] = trust_rows(model, eps, get_probe(ENV), args.depths, seed=0)
         r = rows[variant]
         feats = {"round_trip": r["round_trip"], "idm": r["idm"], "depth": r["depth"].astype(float), "start": r["start"]}
-        distrust[variant] = 1.0 - cal.trust({f: feats[f] for f in cal.features})
+        distrust[variant] = 1.0 - cal.trust(feats)
         print(f"{variant or 'training scene':<16} {len(r['depth'])} rows, object error {r['object'].mean():.4f} m, "
               f"mean trust {1 - distrust[variant].mean():.3f} ({time.perf_counter() - t0:.0f} s)")
     base = rows[""]

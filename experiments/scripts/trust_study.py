@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--env", default="wmsuite/PushCube-v0")
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 6, 8, 12, 16])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gate-quantile", type=float, default=0.99,
+                    help="the start-reading gate: this quantile of the fit episodes' start errors (fixed, not tuned)")
     ap.add_argument("--samples", type=int, default=1, help="backward passes per round trip (their mean f_0 is compared)")
     ap.add_argument("--tau", type=float, default=0.025,
                     help="the tolerated object error (m) that trust scores refer to: half PushCube's goal radius, "
@@ -64,8 +66,10 @@ def main() -> None:
                       ("depth",)):
             cal, fig = calibration_figures(rows["fit"], rows["test"], truth=truth, features=feats)
             metrics["calibration"][f"{truth}:{'+'.join(feats)}"] = fig
-            if truth == "object" and len(feats) == 4:  # all signals (fixed in advance); eval --round-trip reads it
-                cal = dataclasses.replace(cal, tau=args.tau)
+            if truth == "object" and feats == ("round_trip", "idm", "depth"):  # fixed in advance; eval reads it
+                first = rows["fit"]["depth"] == rows["fit"]["depth"].min()  # one row per fit episode
+                limit = float(np.quantile(rows["fit"]["start"][first], args.gate_quantile))
+                cal = dataclasses.replace(cal, tau=args.tau, start_limit=limit)
                 (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))
     for key, fig in metrics["signals_test"].items():
         print(f"{key:<34} Spearman across episodes (median over depths) {fig['across_episodes_median']:+.3f}  "

@@ -306,6 +306,17 @@ def test_trust_scores_are_calibrated_probabilities_of_a_tolerable_error():
     assert np.array_equal(Calibrator.from_json(json.loads(json.dumps(cal.to_json()))).trust(held), trust)
 
 
+def test_the_start_gate_zeroes_the_trust_of_scenes_read_wrong_at_their_start():
+    cal = Calibrator(("depth",), (math.log(0.1), 0.0), sigma=0.5, tau=0.1, start_limit=0.02)
+    trust = cal.trust({"depth": [1.0, 1.0, 1.0], "start": [0.01, 0.02, 0.03]})
+    np.testing.assert_allclose(trust, [0.5, 0.5, 0.0])  # at the limit is inside; beyond it is not trusted
+    with pytest.raises(ValueError, match="start"):
+        cal.trust({"depth": [1.0]})
+    assert Calibrator.from_json(json.loads(json.dumps(cal.to_json()))) == cal
+    with pytest.raises(ValueError, match="start_limit"):
+        Calibrator(("depth",), (0.0, 0.0), sigma=0.5, start_limit=0.0)
+
+
 def test_trust_by_hand_and_without_a_tolerance():
     cal = Calibrator(("depth",), (math.log(0.1), 0.0), sigma=0.5)
     # log(0.1) is the predicted median: a tolerance at the median gives 1/2, one sigma above it Phi(1)

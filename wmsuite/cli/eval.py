@@ -335,7 +335,7 @@ def calibrated_trust(cfg: EvalConfig, chunk: int):
         return None
     try:
         cal = Calibrator.from_json(json.loads(path.read_text()))
-        cal.trust({f: [1.0] for f in cal.features})  # a calibrator without a tolerance fails now, not at the end
+        cal.trust({f: [1.0] for f in (*cal.features, "start")})  # one without a tolerance fails now, not at the end
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         raise ValueError(f"--calibration {path} is not a usable calibrator: {e}") from None
 
@@ -344,7 +344,7 @@ def calibrated_trust(cfg: EvalConfig, chunk: int):
                  "idm": [r["trust_idm_error_mean"] for r in records],
                  "depth": [math.ceil(r["length"] / chunk) for r in records],  # world-model steps, as fitted
                  "start": [r.get("trust_start_error_mean", math.nan) for r in records]}
-        return cal.trust({f: feats[f] for f in cal.features})
+        return cal.trust(feats)  # features it does not use are ignored; `start` also feeds its gate
 
     return score
 
