@@ -75,7 +75,7 @@ class EvalConfig:
     real_episodes: int = 0
     """Run only the first this many episodes of each policy in the real simulator (0: all --episodes) and
     report, next to the real-only and imagined-only rates, the prediction-powered estimate of the real
-    success rate that combines them, with its 95% interval (`ppi_success`, `ppi_ci`)."""
+    success rate that combines them, with its interval at confidence 0.95 (`ppi_success`, `ppi_ci`)."""
     videos: int = 3
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
     sampling_steps: int = 0
