@@ -126,14 +126,19 @@ def checkpoint_dir(path: str | Path) -> Path | None:
     return None
 
 
+CALIBRATION = "calibration.json"
+"""A world model's trust calibrator, beside its weights (world_models/trust.py)."""
+
+
 def file_digest(path: str | Path) -> str:
-    """sha256 of a file, or of a directory's files (relative names and bytes, sorted; hidden ones
-    and train_state/ skipped: they do not change what the directory holds as a model or dataset)."""
+    """sha256 of a file, or of a directory's files (relative names and bytes, sorted; hidden ones,
+    train_state/ and a world model's calibration.json skipped: they do not change what the directory
+    holds as a model or dataset, and a calibrator may be refitted beside a model whose runs stand)."""
     path = Path(path)
     h = hashlib.sha256()
     files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") or part == "train_state"
-                                                              for part in p.relative_to(path).parts))
+        p for p in path.rglob("*") if p.is_file() and p.relative_to(path) != Path(CALIBRATION)
+        and not any(part.startswith(".") or part == "train_state" for part in p.relative_to(path).parts))
     for f in files:
         if f != path:
             h.update(str(f.relative_to(path)).encode() + b"\0")

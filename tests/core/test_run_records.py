@@ -201,3 +201,15 @@ def test_a_checkpoint_replace_cut_between_its_renames_is_undone(tmp_path):
     ckpt.rename(tmp_path / ".latest.old")  # the state a kill leaves between the two renames of a replace
     assert not ckpt.exists() and is_checkpoint(ckpt)  # put back by the reader
     assert torch.equal(load_checkpoint(ckpt)[0]["w"], torch.zeros(2))
+
+
+def test_a_calibrator_beside_a_model_does_not_change_its_digest(tmp_path):
+    from wmsuite.specs import file_digest
+
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "config.json").write_text("{}")
+    before = file_digest(tmp_path)
+    (tmp_path / "calibration.json").write_text('{"kind": "log_normal_calibrator"}')
+    assert file_digest(tmp_path) == before  # refitting the trust calibrator keeps the model's runs
+    (tmp_path / "config.json").write_text('{"changed": 1}')
+    assert file_digest(tmp_path) != before

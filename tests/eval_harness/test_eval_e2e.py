@@ -133,6 +133,7 @@ def test_round_trip_and_a_calibrator_give_every_policy_a_mean_trust(tmp_path, ca
                           "depth": [math.ceil(r["length"] / facts["chunk"]) for r in wm]})
         assert 0 <= p["mean_trust"] <= 1 and p["mean_trust"] == pytest.approx(want.mean())
     assert "trust_error_spearman" in metrics and metrics["abstention"]["curve"][0]["coverage"] == 1.0
+    assert metrics["calibration"]["path"] == str(tmp_path / "wm" / "calibration.json")
     assert (out / "selective.png").read_bytes()[:4] == b"\x89PNG"
     # an explicit calibrator that is not there is named before any rollout
     assert main([*argv[:-1], str(tmp_path / "other"), "--calibration", str(tmp_path / "nothere.json")]) != 0

@@ -32,7 +32,15 @@ from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 from wmsuite.runs import open_run
-from wmsuite.specs import check_trust, file_digest, is_code_spec, resolve_asset, spec_fingerprint, trust_code
+from wmsuite.specs import (
+    CALIBRATION,
+    check_trust,
+    file_digest,
+    is_code_spec,
+    resolve_asset,
+    spec_fingerprint,
+    trust_code,
+)
 
 _LABEL = re.compile(r"^([A-Za-z0-9._@+-]+)=(.+)$", re.S)
 
@@ -283,6 +291,8 @@ def run(cfg: EvalConfig) -> int:
                       make_env=make_env_factory(cfg, model), act_every=chunk,
                       real_episodes=cfg.real_episodes or None, trust_score=trust_score)
     metrics = evaluate(setup, out)
+    if trust_score is not None:  # which calibrator scored the episodes (it is not part of the run's identity)
+        metrics["calibration"] = {"path": str(trust_score.path), "sha256": file_digest(trust_score.path)}
     videos = _videos(cfg, setup, out) if cfg.videos else []
     report = write_report(metrics, out, videos)
     judges = judge_names(metrics)
@@ -326,7 +336,7 @@ def calibrated_trust(cfg: EvalConfig, chunk: int):
     from wmsuite.world_models import resolve_checkpoint
     from wmsuite.world_models.trust import Calibrator
 
-    path = Path(cfg.calibration) if cfg.calibration else resolve_checkpoint(resolve_asset(cfg.wm)) / "calibration.json"
+    path = Path(cfg.calibration) if cfg.calibration else resolve_checkpoint(resolve_asset(cfg.wm)) / CALIBRATION
     if not path.exists():
         if cfg.calibration:
             raise FileNotFoundError(f"--calibration {path} does not exist; write one with "
@@ -346,6 +356,7 @@ def calibrated_trust(cfg: EvalConfig, chunk: int):
                  "start": [r.get("trust_start_error_mean", math.nan) for r in records]}
         return cal.trust(feats)  # features it does not use are ignored; `start` also feeds its gate
 
+    score.path = path
     return score
 
 
