@@ -77,6 +77,10 @@ def test_unknown_env_ids_wrong_checkpoints_and_kwargs(tmp_path, capsys):
         main(["eval", "--idm-stop", "-0.1", "--out", str(tmp_path / "g")])
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())
     assert exit_.value.code == 2 and "--idm-stop must be 0 (off) or a positive" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "--calibration", "cal.json", "--out", str(tmp_path / "h")])
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    assert exit_.value.code == 2 and "--calibration scores the round trip" in err
 
 
 def test_unwritable_output_fails_before_the_compute(tmp_path, capsys):

@@ -116,6 +116,8 @@ class EvalConfig:
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
         if self.judge not in (*JUDGES, "auto"):
             raise ValueError(f"--judge must be auto or one of {', '.join(JUDGES)}, got {self.judge!r}")
+        if self.calibration and not self.round_trip:
+            raise ValueError("--calibration scores the round trip of imagined episodes; add --round-trip")
         if not (math.isfinite(self.idm_stop) and self.idm_stop >= 0):
             raise ValueError(f"--idm-stop must be 0 (off) or a positive inverse-dynamics error, got {self.idm_stop}")
         if not 0 <= self.real_episodes < self.episodes:
