@@ -17,7 +17,10 @@ real outcomes disagree, else 0. Three views, all on the episodes of one `wmsuite
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,39 @@ from scipy.stats import spearmanr
 
 COVERAGES = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5)
 """Fractions of imagined episodes kept, most trusted first."""
+
+
+@dataclass
+class CalibratedTrust:
+    """A trust score for `EvalSetup.trust_score`: imagined-episode records -> (M,) trust in [0, 1] from a
+    calibrator (world_models/trust.py) fed each record's round-trip error, IDM error, depth in world-model
+    steps (as the calibrator was fitted) and start-reading error (which also feeds its gate)."""
+
+    calibrator: Any
+    """A `wmsuite.world_models.trust.Calibrator` with a tolerance set."""
+    chunk: int
+    """Actions per world-model step (records count their length in actions)."""
+    path: Path
+    """Where the calibrator was read from (reported beside the figures)."""
+
+    @classmethod
+    def load(cls, path: Path, chunk: int) -> CalibratedTrust:
+        """Read and check a calibrator file; a missing tolerance fails here, not after the rollouts."""
+        from wmsuite.world_models.trust import Calibrator
+
+        try:
+            cal = Calibrator.from_json(json.loads(Path(path).read_text()))
+            cal.trust({f: [1.0] for f in (*cal.features, "start")})
+        except (ValueError, KeyError, json.JSONDecodeError) as e:
+            raise ValueError(f"--calibration {path} is not a usable calibrator: {e}") from None
+        return cls(cal, chunk, Path(path))
+
+    def __call__(self, records: list[dict[str, Any]]) -> np.ndarray:
+        feats = {"round_trip": [r["trust_round_trip_mean"] for r in records],
+                 "idm": [r["trust_idm_error_mean"] for r in records],
+                 "depth": [math.ceil(r["length"] / self.chunk) for r in records],
+                 "start": [r.get("trust_start_error_mean", math.nan) for r in records]}
+        return self.calibrator.trust(feats)  # features it does not use are ignored
 
 
 def keep_mask(trust: np.ndarray, coverage: float) -> np.ndarray:

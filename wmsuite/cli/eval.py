@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from wmsuite.cli.common import check_env_id, resolve_policy
-from wmsuite.eval_harness.abstention import plot_curves
+from wmsuite.eval_harness.abstention import CalibratedTrust, plot_curves
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
@@ -332,11 +332,10 @@ def run(cfg: EvalConfig) -> int:
     return 0
 
 
-def calibrated_trust(cfg: EvalConfig, chunk: int):
-    """The trust score of --calibration as `EvalSetup.trust_score` (records -> (M,) scores), or None
-    with a note when the default file is absent; an explicit file that is missing or bad fails here."""
+def calibrated_trust(cfg: EvalConfig, chunk: int) -> CalibratedTrust | None:
+    """The trust score of --calibration (default: the file beside the world model), or None with a
+    note when the default file is absent; an explicit file that is missing or bad fails here."""
     from wmsuite.world_models import resolve_checkpoint
-    from wmsuite.world_models.trust import Calibrator
 
     path = Path(cfg.calibration) if cfg.calibration else resolve_checkpoint(resolve_asset(cfg.wm)) / CALIBRATION
     if not path.exists():
@@ -345,21 +344,7 @@ def calibrated_trust(cfg: EvalConfig, chunk: int):
                                     "experiments/scripts/trust_study.py")
         print(f"note: {path} does not exist: round-trip errors are recorded, but no trust score (pass --calibration)")
         return None
-    try:
-        cal = Calibrator.from_json(json.loads(path.read_text()))
-        cal.trust({f: [1.0] for f in (*cal.features, "start")})  # one without a tolerance fails now, not at the end
-    except (ValueError, KeyError, json.JSONDecodeError) as e:
-        raise ValueError(f"--calibration {path} is not a usable calibrator: {e}") from None
-
-    def score(records: list[dict]) -> np.ndarray:
-        feats = {"round_trip": [r["trust_round_trip_mean"] for r in records],
-                 "idm": [r["trust_idm_error_mean"] for r in records],
-                 "depth": [math.ceil(r["length"] / chunk) for r in records],  # world-model steps, as fitted
-                 "start": [r.get("trust_start_error_mean", math.nan) for r in records]}
-        return cal.trust(feats)  # features it does not use are ignored; `start` also feeds its gate
-
-    score.path = path
-    return score
+    return CalibratedTrust.load(path, chunk)
 
 
 def _print_trust(metrics: dict, w: int) -> None:
