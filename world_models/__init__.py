@@ -40,13 +40,16 @@ def model_configs(config: dict) -> tuple[WorldModelConfig, CodecConfig]:
             from_dict(CodecConfig, config["codec"]))
 
 
-def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int | None = None) -> LatentWorldModel:
-    """Rebuild a world model from its checkpoint (never unpickles); eval mode, on `device`."""
+def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int | None = None,
+                     precision: str | None = None) -> LatentWorldModel:
+    """Rebuild a world model from its checkpoint (never unpickles); eval mode, on `device`.
+    `sampling_steps` and `precision` (WorldModelConfig's) override the checkpoint's defaults."""
     ckpt = resolve_checkpoint(path)
     tensors, config = load_checkpoint(ckpt, expect_class=tuple(WORLD_MODELS), device=device)
     wm_cfg, codec_cfg = model_configs(config)
-    if sampling_steps is not None:
-        wm_cfg.sampling_steps = sampling_steps
+    if sampling_steps is not None or precision is not None:
+        wm_cfg.sampling_steps = wm_cfg.sampling_steps if sampling_steps is None else sampling_steps
+        wm_cfg.precision = wm_cfg.precision if precision is None else precision
         wm_cfg.__post_init__()
     model = WORLD_MODELS[config["class"]](wm_cfg, codec_cfg, config["stats"])
     model.load_state_dict(tensors)

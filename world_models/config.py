@@ -97,6 +97,10 @@ class WorldModelConfig:
     model blurs instead of leaving noise (the shipped model switched to it in its second phase)."""
     sampling_steps: int = 1
     """Euler steps of the EDM sampler at generation (1-4: rollouts are long)."""
+    precision: Literal["float32", "bfloat16"] = "float32"
+    """Number format of generation, frame heads and inverse dynamics at inference (training is always
+    float32): "bfloat16" (autocast) is faster on CPUs with bfloat16 instructions (AVX-512 BF16, AMX)
+    and on GPUs, at a small cost in fidelity that the model card measures before a model ships with it."""
     context_noise_max: float = 0.3
     """Training augmentation: context latents get Gaussian noise of a level drawn uniformly in
     [0, this] (in units of sigma_data-scaled latents), and the level is given to the model, as in
@@ -163,6 +167,8 @@ class WorldModelConfig:
             raise ValueError(f"heads must be 'keypoints' or 'conv', got {self.heads!r}")
         if self.motion_reach < 0:
             raise ValueError(f"motion_reach must be >= 0 latent cells, got {self.motion_reach}")
+        if self.precision not in ("float32", "bfloat16"):
+            raise ValueError(f"precision must be 'float32' or 'bfloat16', got {self.precision!r}")
         if self.prediction not in ("edm", "sample"):
             raise ValueError(f"prediction must be 'edm' or 'sample', got {self.prediction!r}")
         if not 0 < self.sigma_min < self.sigma_max:
@@ -208,3 +214,23 @@ class HeadsConfig:
         if self.latent_noise < 0 or self.success_pos_weight < 0:
             raise ValueError(f"latent_noise and success_pos_weight must be >= 0, got {self.latent_noise}, "
                              f"{self.success_pos_weight}")
+
+
+@dataclass
+class DistillConfig:
+    """A few-step student distilled from a multi-step teacher (train-wm's `distill` stage): the student
+    starts as a copy of the teacher and learns to produce in `steps` sampling steps what the teacher's
+    sampler produces in its own, from the same starting noise, on the training data's windows."""
+
+    teacher: str = "assets:wm/pushcube"
+    """The teacher: a world-model checkpoint or run directory (or `assets:wm/...`, a shipped one)."""
+    steps: int = 1
+    """Euler sampling steps of the student (1 or 2: what makes it fast); they become its default."""
+    teacher_steps: int = 0
+    """Sampling steps of the teacher's targets (0: the teacher's own default)."""
+
+    def __post_init__(self) -> None:
+        if not self.teacher:
+            raise ValueError("distill.teacher must name a world-model checkpoint")
+        if self.steps < 1 or self.teacher_steps < 0:
+            raise ValueError(f"distill.steps must be >= 1 and teacher_steps >= 0, got {self.steps}, {self.teacher_steps}")

@@ -104,27 +104,43 @@ class LatentWorldModel(nn.Module):
     @torch.no_grad()
     def generate(self, context: torch.Tensor, actions: torch.Tensor, direction: int = FORWARD,
                  steps: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Sample the H latent frames that `actions` (B, H, A) produce after `context` (B, K, C, s, s).
-
-        Few-step Euler sampling with diffusers' EDMEulerScheduler (Karras sigmas from sigma_max).
-        """
+        """Sample the H latent frames that `actions` (B, H, A) produce after `context` (B, K, C, s, s):
+        `sample` from Gaussian noise drawn from `generator` (after the context noise, if any)."""
         b = context.shape[0]
         h, c, s = self.cfg.chunk, self.codec.latent_channels, self.codec.latent_size
-        ctx_noise = torch.full((b,), self.cfg.context_noise_eval, device=context.device)
-        base = context[:, -1:] if self.cfg.residual else 0.0  # (B, 1, C, s, s): the newest clean frame
         if self.cfg.context_noise_eval > 0:
             noise = torch.randn(context.shape, generator=generator, device=context.device)
-            context = context + ctx_noise.view(b, 1, 1, 1, 1) * noise
+            context = context + self.cfg.context_noise_eval * noise
+        noise = torch.randn((b, h, c, s, s), generator=generator, device=context.device)
+        with self._inference():
+            return self.sample(context, actions, noise, direction, steps).float()
+
+    def _inference(self) -> torch.autocast:
+        """bfloat16 autocast of generation and the heads where cfg.precision asks for it; never where
+        gradients flow (training and distillation stay in float32)."""
+        on = self.cfg.precision == "bfloat16" and not torch.is_grad_enabled()
+        return torch.autocast(self.state_mean.device.type, dtype=torch.bfloat16, enabled=on)
+
+    def sample(self, context: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, direction: int = FORWARD,
+               steps: int | None = None) -> torch.Tensor:
+        """The sampler as a function of its starting noise (B, H, C, s, s) at unit scale: few-step Euler
+        from sigma_max with diffusers' EDMEulerScheduler (Karras sigmas), deterministic given `noise`,
+        and differentiable (a distilled student trains through it). context (B, K, C, s, s) as the
+        model sees it (any context noise already added), actions (B, H, A) -> (B, H, C, s, s)."""
+        b = context.shape[0]
+        ctx_noise = torch.full((b,), self.cfg.context_noise_eval, device=context.device)
+        base = context[:, -1:] if self.cfg.residual else 0.0  # (B, 1, C, s, s): the newest clean frame
         dirs = torch.full((b,), direction, device=context.device)
-        self.scheduler.set_timesteps(steps or self.cfg.sampling_steps, device=context.device)
-        sigmas = self.scheduler.sigmas.to(torch.float32)
-        x = torch.randn((b, h, c, s, s), generator=generator, device=context.device) * sigmas[0]
-        for i, t in enumerate(self.scheduler.timesteps):
+        scheduler = EDMEulerScheduler.from_config(self.scheduler.config)  # its own step state: samplers may nest
+        scheduler.set_timesteps(steps or self.cfg.sampling_steps, device=context.device)
+        sigmas = scheduler.sigmas.to(torch.float32)
+        x = noise * sigmas[0]
+        for i, t in enumerate(scheduler.timesteps):
             sigma = sigmas[i].expand(b)
             denoised = self.denoise(x, sigma, context, actions, dirs, ctx_noise)
-            self.scheduler.is_scale_input_called = True  # denoise() applied the EDM input scaling itself
-            x = self.scheduler.step(denoised.flatten(1, 2), t, x.flatten(1, 2),
-                                    pred_original_sample=denoised.flatten(1, 2)).prev_sample.view_as(x)
+            scheduler.is_scale_input_called = True  # denoise() applied the EDM input scaling itself
+            x = scheduler.step(denoised.flatten(1, 2), t, x.flatten(1, 2),
+                               pred_original_sample=denoised.flatten(1, 2)).prev_sample.view_as(x)
         return x + base
 
     # ------------------------------------------------------------------ heads
@@ -132,7 +148,8 @@ class LatentWorldModel(nn.Module):
         """latents (..., C, s, s) -> agent_pos (..., D), environment_state (..., E) in their own units,
         success_logit (...), reward (...)."""
         lead = latents.shape[:-3]
-        out = self.heads(latents.reshape(-1, *latents.shape[-3:]))
+        with self._inference():
+            out = {k: v.float() for k, v in self.heads(latents.reshape(-1, *latents.shape[-3:])).items()}
         return {
             "agent_pos": (out["state"] * self.state_std + self.state_mean).view(*lead, -1),
             "environment_state": (out["env_state"] * self.env_state_std + self.env_state_mean).view(*lead, -1),
@@ -150,10 +167,11 @@ class LatentWorldModel(nn.Module):
 
     def inverse_dynamics(self, previous: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
         """previous (B, C, s, s), frames (B, H, C, s, s) -> the actions between them (B, H, A)."""
-        return self.idm(torch.cat([previous[:, None], frames], dim=1))
+        with self._inference():
+            return self.idm(torch.cat([previous[:, None], frames], dim=1)).float()
 
     # ------------------------------------------------------------------ training
-    def _motion_weight(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def motion_weights(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """The diffusion loss's per-element weight: 1, plus motion_weight where the target changed from
         the newest context frame, plus context_motion_weight near what moved within the context.
         context (B, K, C, s, s) clean, target (B, H, C, s, s) -> (B, H, C, s, s)."""
@@ -199,7 +217,7 @@ class LatentWorldModel(nn.Module):
         single = (torch.rand(b, device=dev) < cfg.p_single_frame).view(b, 1, 1, 1, 1)
         context = torch.where(single, context[:, -1:].expand_as(context), context)
         base = context[:, -1:] if cfg.residual else torch.zeros_like(context[:, -1:])  # (B, 1, C, s, s), clean
-        element_weight = self._motion_weight(context, target)  # (B, H, C, s, s), before the context noise
+        element_weight = self.motion_weights(context, target)  # (B, H, C, s, s), before the context noise
         # Noise augmentation of the context (level announced to the model).
         ctx_noise = torch.rand(b, device=dev) * cfg.context_noise_max  # (B,)
         context = context + ctx_noise.view(b, 1, 1, 1, 1) * torch.randn_like(context)

@@ -4,12 +4,14 @@
     model = build_model(episodes, WorldModelConfig(), codec)
     train_dynamics(trainer, model, episodes, TrainerConfig(...))                   # out/step_<N>/, out/latest/
     train_heads(trainer, model, episodes, TrainerConfig(...), HeadsConfig())       # out/latest/ again
+    train_distill(trainer, student, teacher, episodes, TrainerConfig(...), DistillConfig())  # a fast student
 
 The dynamics stage encodes every frame once with the frozen codec and trains on windows of latents
 (`data.py`), so a step never touches pixels. Its checkpoints are whole `LatentWorldModel`s (codec
 included), holding the averaged weights when the trainer's EMA is on; the trainer keeps the raw
 weights and the optimizer in out/train_state/dynamics/ for --resume. The heads stage then trains the
-frame heads alone on every real frame and on frames the model generated itself.
+frame heads alone on every real frame and on frames the model generated itself. The distill stage
+turns a trained model into a few-step student of it (objectives.py), whose heads pass follows.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from wmsuite.checkpoint import load_checkpoint, save_checkpoint
 from wmsuite.train import BatchSource, FitResult, Objective, Trainer, TrainerConfig
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec, codec_loss, make_codec, reconstruction_psnr
-from wmsuite.world_models.config import CodecConfig, HeadsConfig, WorldModelConfig
+from wmsuite.world_models.config import CodecConfig, DistillConfig, HeadsConfig, WorldModelConfig
 from wmsuite.world_models.data import (
     LatentWindows,
     encode_episodes,
@@ -37,6 +39,7 @@ from wmsuite.world_models.data import (
     state_stats,
 )
 from wmsuite.world_models.model import LatentWorldModel
+from wmsuite.world_models.objectives import distillation_loss
 
 
 # ---------------------------------------------------------------------------------------- stage 1
@@ -225,3 +228,34 @@ def train_heads(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Ep
         model.requires_grad_(True)
         model.codec.requires_grad_(False)
     return result.logs
+
+
+# ---------------------------------------------------------------------------------------- stage 4
+def train_distill(trainer: Trainer, student: LatentWorldModel, teacher: LatentWorldModel, episodes: Sequence[Episode],
+                  tcfg: TrainerConfig, cfg: DistillConfig, moving_fraction: float = 0.0, resume: bool = False,
+                  step: int = 0, extra: dict | None = None) -> FitResult:
+    """Distil `teacher` into `student` (a copy of it, sampling `cfg.steps` steps by default from now on):
+    the denoiser and its action conditioning train, the heads and inverse dynamics stay as they are
+    (the heads pass that follows fits the heads to the student's frames). Checkpoints out/latest/ and
+    out/step_<step>/ (the teacher's step) every save_every steps, `extra` joined to their config
+    with the student's own step as `distill_steps`."""
+    for m in (student, teacher):
+        m.to(trainer.device).eval()
+    student.cfg = replace(student.cfg, sampling_steps=cfg.steps)
+    teacher.requires_grad_(False)
+    student.requires_grad_(False)
+    student.denoiser.requires_grad_(True)
+    student.cond.requires_grad_(True)
+    latents = encode_episodes(student.codec, episode_frames(episodes, student.cfg.camera))
+    data = LatentWindows(episodes, latents, student.cfg.context, student.cfg.chunk)
+    forward_only = replace(student.cfg, self_forcing=0.0)
+    batches = dynamics_batches(data, forward_only, tcfg.batch_size, moving_fraction, trainer.seed)
+    steps, teacher_steps = cfg.steps, cfg.teacher_steps or None
+    objective = Objective(student, lambda m, b: distillation_loss(m, teacher, b, steps, teacher_steps))
+    info = {**(extra or {}), **({"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {})}
+    try:
+        return trainer.fit("distill", objective, tcfg, batches, resume=resume,
+                           export=lambda s: save_model(student, trainer.out, step, {**info, "distill_steps": s}))
+    finally:
+        student.requires_grad_(True)
+        student.codec.requires_grad_(False)

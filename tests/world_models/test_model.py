@@ -277,7 +277,7 @@ def test_context_motion_weight_ignores_the_answer_and_keeps_the_weighted_optimum
 
     def weights(target_weight: float, context_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
         model.cfg.motion_weight, model.cfg.context_motion_weight = target_weight, context_weight
-        return model._motion_weight(context, stayed), model._motion_weight(context, moved)
+        return model.motion_weights(context, stayed), model.motion_weights(context, moved)
 
     w_stay, w_move = weights(0.0, 10.0)
     assert torch.equal(w_stay, w_move)

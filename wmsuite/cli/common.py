@@ -96,3 +96,9 @@ def recorded_env_id(data: str, episodes: list) -> str:
         return ids[0]
     raise ValueError(f"--env is empty and {data} does not record one env id (env_args env_name {name!r}, "
                      f"episodes' env ids {ids}); pass --env, one of {', '.join(wmsuite_ids())}")
+
+
+def check_precision(precision: str) -> None:
+    """A --precision flag: '' (the world model's own), 'float32' or 'bfloat16'."""
+    if precision not in ("", "float32", "bfloat16"):
+        raise ValueError(f"--precision must be float32 or bfloat16 (or empty: the checkpoint's), got {precision!r}")

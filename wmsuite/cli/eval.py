@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wmsuite.cli.common import check_env_id, resolve_policy
+from wmsuite.cli.common import check_env_id, check_precision, resolve_policy
 from wmsuite.eval_harness.abstention import CalibratedTrust, plot_curves
 from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
@@ -88,6 +88,9 @@ class EvalConfig:
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
     sampling_steps: int = 0
     """Euler steps per generated chunk in the world model (0: the checkpoint's default)."""
+    precision: str = ""
+    """Number format of the world model at inference: 'float32', 'bfloat16' (faster on CPUs with
+    bfloat16 instructions and on GPUs) or '' (the checkpoint's default)."""
     judge: str = "auto"
     """What ends an imagined episode as a success: 'head' (the learned success head), 'state' (the
     task's success rule on the environment_state head's reading of each generated frame), 'both',
@@ -112,6 +115,7 @@ class EvalConfig:
     def __post_init__(self) -> None:
         from wmsuite.world_models.env import JUDGES
 
+        check_precision(self.precision)
         if self.split not in ("all", "validation", "test"):
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
         if self.judge not in (*JUDGES, "auto"):
@@ -212,7 +216,8 @@ def load_model(cfg: EvalConfig):
     learned-simulator env of the run (evaluation and videos) shares it."""
     from wmsuite.world_models import load_world_model
 
-    return load_world_model(resolve_asset(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None)
+    return load_world_model(resolve_asset(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None,
+                            precision=cfg.precision or None)
 
 
 def _holds_static(env_id: str) -> bool:
@@ -285,6 +290,7 @@ def run(cfg: EvalConfig) -> int:
                 **({"real_episodes": cfg.real_episodes} if cfg.real_episodes else {}),
                 **({"round_trip": True} if cfg.round_trip else {}),
                 **({"idm_stop": cfg.idm_stop} if cfg.idm_stop else {}),
+                **({"precision": model.cfg.precision} if model.cfg.precision != "float32" else {}),
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often

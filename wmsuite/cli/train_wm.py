@@ -3,10 +3,11 @@
     wmsuite train-wm --data data/pushcube_mixed.hdf5 --out runs/wm-pushcube
     wmsuite train-wm --data ... --out runs/wm-pushcube --resume --dynamics.steps 15000 --model.prediction sample
     wmsuite train-wm --data ... --out runs/wm2 --codec-from runs/wm-pushcube/codec --model.channels 64 64
+    wmsuite train-wm --data ... --out runs/wm-fast --stage distill --distill.teacher assets:wm/pushcube
 
 The config holds the library's own dataclasses: `--model.*` is every WorldModelConfig field,
-`--codec.*` every CodecConfig field, `--codec-train.*`, `--dynamics.*` and `--heads-train.*` the
-trainer settings of each stage, `--heads.*` the heads pass. With --resume (or --stage heads) the
+`--codec.*` every CodecConfig field, `--codec-train.*`, `--dynamics.*`, `--heads-train.*` and `--distill-train.*` the
+trainer settings of each stage, `--heads.*` the heads pass, `--distill.*` the distillation. With --resume (or --stage heads) the
 model and codec configs default to the checkpoint's in out/latest/; flags given override its
 training fields, while its architecture cannot change.
 
@@ -35,11 +36,13 @@ from wmsuite.logging import RunLogger
 from wmsuite.runs import open_run
 from wmsuite.specs import file_digest
 from wmsuite.train import Trainer, TrainerConfig
-from wmsuite.world_models.config import CodecConfig, HeadsConfig, WorldModelConfig
+from wmsuite.world_models.config import CodecConfig, DistillConfig, HeadsConfig, WorldModelConfig
 
 # WorldModelConfig fields that shape the network or its inputs: a resumed run cannot change them.
 ARCHITECTURE = ("camera", "context", "chunk", "action_dim", "state_dim", "env_state_dim", "channels", "attention",
                 "sigma_data", "residual")
+DISTILLED = ("distilled_from", "teacher_steps", "distill_steps")
+"""Config keys of a distilled student that its heads pass keeps."""
 
 
 @dataclass
@@ -48,10 +51,12 @@ class TrainWMConfig:
     """Training episodes (robomimic-format HDF5 from `wmsuite collect`, or a Robomimic/LIBERO file)."""
     out: str = "runs/wm-pushcube"
     """Run directory (checkpoints, metrics.jsonl, train state)."""
-    stage: Literal["all", "codec", "dynamics", "heads"] = "all"
+    stage: Literal["all", "codec", "dynamics", "heads", "distill"] = "all"
     """'all': codec, dynamics, then heads; 'codec': the frame codec only; 'dynamics': the dynamics on an
     existing codec (--codec-from, or out/codec); 'heads': fine-tune the frame heads of out/latest alone
-    (with --model.heads of another kind than the checkpoint's, its heads are replaced and trained anew)."""
+    (with --model.heads of another kind than the checkpoint's, its heads are replaced and trained anew);
+    'distill': a few-step student of --distill.teacher into out/latest (the teacher's architecture and
+    settings; --model.* flags do not apply), to be followed by a heads pass (--stage heads)."""
     resume: bool = False
     """Go on with the run in --out: the codec stage from its train state, the dynamics from theirs
     (or, where none is left, from out/latest with a fresh optimizer); a run killed before its first
@@ -88,6 +93,11 @@ class TrainWMConfig:
     """Trainer of the heads stage."""
     heads: HeadsConfig = field(default_factory=HeadsConfig)
     """What the heads stage trains on (the library's HeadsConfig)."""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """The distill stage's teacher and student sampling steps (the library's DistillConfig)."""
+    distill_train: TrainerConfig = field(default_factory=lambda: TrainerConfig(
+        steps=2000, batch_size=16, lr=1e-4, warmup=100, save_every=250))
+    """Trainer of the distill stage (a fine-tune of the teacher's weights: a small learning rate)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.moving_fraction <= 1.0:
@@ -127,13 +137,16 @@ def run(cfg: TrainWMConfig) -> int:
     going_on = cfg.resume or cfg.stage in ("dynamics", "heads")  # stages that build on what --out holds
     identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "drop_bad": cfg.drop_bad,
                 "codec_from": file_digest(cfg.codec_from) if cfg.codec_from else ""}
+    if cfg.stage == "distill":
+        identity["teacher"] = _teacher_digest(cfg.distill.teacher)  # a missing teacher fails here, before the data
     record = open_run(out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on)
     done = {"all": is_checkpoint(out / "latest") or (out / "train_state").exists(), "heads": False,
-            "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest")}[cfg.stage]
+            "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest"),
+            "distill": (out / "train_state" / "distill").exists()}[cfg.stage]
     if record["resumed"] and not cfg.resume and done:
         raise FileExistsError(f"{out} already holds this training run; pass --resume to go on with it, --force-new "
                               "to start over, or choose another --out")
-    if cfg.stage in ("dynamics", "heads") or cfg.resume:
+    if cfg.stage in ("dynamics", "heads") or (cfg.resume and cfg.stage != "distill"):
         _check_resumable(cfg, out)  # before reading the data: a refused run costs nothing
     episodes = load_episodes(cfg.data, drop_bad=cfg.drop_bad)
     log = RunLogger(out, config=to_dict(cfg), use_wandb=cfg.wandb)
@@ -144,6 +157,8 @@ def run(cfg: TrainWMConfig) -> int:
     try:
         if cfg.stage == "heads":
             return _heads(cfg, trainer, episodes)
+        if cfg.stage == "distill":
+            return _distill(cfg, trainer, episodes)
         model = _dynamics_model(cfg, trainer, episodes, out)
         if model is None:  # --stage codec
             return 0
@@ -239,6 +254,34 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = 
         labels = frame_labels(probe.object_xy_from_frames, probe.object_xy, probe.success_from_env_state)
     began = time.time()
     logs = train_heads(trainer, model, episodes, cfg.heads_train, cfg.heads, labels, step=int(saved["step"]),
-                       extra={k: saved[k] for k in ("ema_decay",) if k in saved}, resume=resume)
+                       extra={k: saved[k] for k in ("ema_decay", *DISTILLED) if k in saved}, resume=resume)
     print(f"heads fine-tuned for {cfg.heads_train.steps} steps in {(time.time() - began) / 60:.1f} min: {logs}")
+    return 0
+
+
+def _teacher_digest(teacher: str) -> str:
+    from wmsuite.specs import checkpoint_dir
+
+    found = checkpoint_dir(teacher)
+    if found is None:
+        raise FileNotFoundError(f"--distill.teacher {teacher} is not a world-model checkpoint or run directory; "
+                                "name a trained one (e.g. assets:wm/pushcube)")
+    return file_digest(found)
+
+
+def _distill(cfg: TrainWMConfig, trainer: Trainer, episodes: list) -> int:
+    from wmsuite.world_models import load_world_model, resolve_checkpoint
+    from wmsuite.world_models.train import train_distill
+
+    teacher = load_world_model(cfg.distill.teacher, device=cfg.device)
+    student = load_world_model(cfg.distill.teacher, device=cfg.device)
+    saved = json.loads((resolve_checkpoint(cfg.distill.teacher) / "config.json").read_text())
+    resume = cfg.resume and is_checkpoint(trainer.state_dir("distill"))
+    began = time.time()
+    extra = {"distilled_from": cfg.distill.teacher, "teacher_steps": cfg.distill.teacher_steps or teacher.cfg.sampling_steps}
+    result = train_distill(trainer, student, teacher, episodes, cfg.distill_train, cfg.distill, cfg.moving_fraction,
+                           resume=resume, step=int(saved.get("step", 0)), extra=extra)
+    print(f"distilled a {cfg.distill.steps}-step student for {result.steps} steps in {(time.time() - began) / 60:.1f} "
+          f"min -> {Path(cfg.out) / 'latest'}; next: its heads pass (--stage heads --model.sampling-steps "
+          f"{cfg.distill.steps})")
     return 0
