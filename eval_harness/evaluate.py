@@ -100,6 +100,9 @@ class EvalSetup:
     trust_score: Callable[[list[dict[str, Any]]], np.ndarray] | None = None
     """Imagined-episode records -> (M,) trust scores in [0, 1] (higher: more trusted); None: no trust
     figures (module docstring)."""
+    parallel: bool = False
+    """Run the real simulator's episodes in a worker process while the learned simulator runs here
+    (where the machine has two cores or more); the records are those of a sequential run."""
 
     def count(self, sim: str) -> int:
         """Episodes per policy in `sim`."""
@@ -141,29 +144,113 @@ class EpisodeLog:
 
 
 def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run what `out/episodes.jsonl` lacks, then compute every figure; returns the metrics dict."""
+    """Run what `out/episodes.jsonl` lacks, then compute every figure; returns the metrics dict.
+    With `setup.parallel` (and two cores or more), the real simulator's episodes run in a worker
+    process while this one runs the learned simulator's (`RealWorker`)."""
     out.mkdir(parents=True, exist_ok=True)
     log = EpisodeLog(out / "episodes.jsonl")
     start = time.perf_counter()
     envs: dict[str, Any] = {}
+    jobs = {sim: [(e, missing) for e in setup.policies
+                  if (missing := [i for i in range(setup.count(sim)) if (e.name, sim, i) not in log.done])]
+            for sim in SIMS}
+    worker = None
     try:
-        for entry in setup.policies:
-            for sim in SIMS:
-                missing = [i for i in range(setup.count(sim)) if (entry.name, sim, i) not in log.done]
-                if not missing:
-                    continue
+        if setup.parallel and jobs["real"] and jobs["wm"] and usable_cores() >= 2:
+            worker = RealWorker(setup, jobs.pop("real"), progress)
+        for sim, todo in jobs.items():
+            for entry, missing in todo:
                 if sim not in envs:
                     envs[sim] = setup.make_env(sim)
                 progress(f"{entry.name} in {sim}: {len(missing)} episodes to run")
                 for ep in _run_waves(setup, entry, envs[sim], missing, setup.count(sim)):
                     log.add(_record(entry.name, sim, ep))
+                    if worker is not None:
+                        worker.drain(log)
+        if worker is not None:
+            worker.finish(log)
     finally:
+        if worker is not None:
+            worker.stop()
         log.close()
         for env in envs.values():
             env.close()
     metrics = summarize(setup, log.done)
     metrics["wall_time_s"] = time.perf_counter() - start
     return metrics
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class RealWorker:
+    """The real simulator's waves in a forked process, their records sent back through a queue and
+    written by the caller (one writer of episodes.jsonl). Each wave seeds itself from (seed, policy,
+    wave) as in a sequential run; the worker computes with one torch thread and leaves the rest to
+    the learned simulator. Forked before this process creates any simulator, so no renderer context
+    is shared; it exits when its parent is gone."""
+
+    def __init__(self, setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]],
+                 progress: Callable[[str], None]) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.queue = ctx.Queue()
+        self.process = ctx.Process(target=self._run, args=(setup, jobs, os.getpid()), daemon=True)
+        self.process.start()
+        self.progress, self.done = progress, False
+        progress(f"real simulator: {sum(len(m) for _, m in jobs)} episodes of {len(jobs)} policies in a worker process")
+
+    def _run(self, setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]], parent: int) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        try:
+            env = setup.make_env("real")
+            for entry, missing in jobs:
+                for ep in _run_waves(setup, entry, env, missing, setup.count("real")):
+                    if os.getppid() != parent:
+                        os._exit(0)
+                    self.queue.put(("record", _record(entry.name, "real", ep)))
+            env.close()
+            self.queue.put(("done", None))
+        except BaseException as err:  # noqa: BLE001  (reported to the parent, which raises it)
+            import traceback
+
+            self.queue.put(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
+
+    def drain(self, log: EpisodeLog, block: bool = False) -> None:
+        """Write every record that has arrived (with `block`, wait until the worker is done)."""
+        import queue
+
+        while not self.done:
+            try:
+                kind, payload = self.queue.get(timeout=5.0) if block else self.queue.get_nowait()
+            except queue.Empty:
+                if block and not self.process.is_alive():
+                    raise RuntimeError(f"the real-simulator worker died (exit code {self.process.exitcode}) "
+                                       "without reporting why; rerun without --parallel to see the error") from None
+                if block:
+                    continue
+                return
+            if kind == "error":
+                raise RuntimeError(f"the real-simulator worker failed: {payload}")
+            if kind == "done":
+                self.done = True
+            else:
+                log.add(payload)
+
+    def finish(self, log: EpisodeLog) -> None:
+        self.progress("waiting for the real simulator's last episodes")
+        self.drain(log, block=True)
+        self.process.join()
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.process.terminate()
+        self.process.join()
 
 
 def _run_waves(setup: EvalSetup, entry: PolicyEntry, env: Any, missing: list[int],

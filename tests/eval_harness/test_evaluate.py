@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import gymnasium as gym
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.core.helpers import CounterEnv
-from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate, summarize
+from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate, summarize, usable_cores
 from wmsuite.eval_harness.report import write_report
 
 
@@ -63,6 +64,36 @@ def test_evaluate_and_resume_give_identical_numbers(tmp_path):
     runs.clear()
     again = evaluate(make_setup(runs=runs), tmp_path / "b", progress=lambda s: None)
     assert runs == [] and strip(again) == strip(full)  # nothing left to run: no env is even created
+
+
+def _records(path):
+    return sorted((json.loads(line) for line in path.read_text().splitlines()),
+                  key=lambda r: (r["policy"], r["sim"], r["episode"]))
+
+
+@pytest.mark.skipif(usable_cores() < 2,
+                    reason="the real-simulator worker runs only where there are two cores")
+def test_the_real_simulator_in_a_worker_process_gives_the_sequential_records(tmp_path, monkeypatch):
+    """--parallel: the same episode records and figures as the sequential run; an interrupted parallel
+    run resumes to them too; a worker that fails is reported as an error, not as missing records."""
+    seq = evaluate(make_setup(), tmp_path / "seq", progress=lambda s: None)
+    par = evaluate(dataclasses.replace(make_setup(), parallel=True), tmp_path / "par", progress=lambda s: None)
+    assert strip(par) == strip(seq)
+    assert _records(tmp_path / "par" / "episodes.jsonl") == _records(tmp_path / "seq" / "episodes.jsonl")
+    lines = (tmp_path / "par" / "episodes.jsonl").read_text().splitlines()
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "episodes.jsonl").write_text("\n".join(lines[:29]) + "\n")
+    resumed = evaluate(dataclasses.replace(make_setup(), parallel=True), tmp_path / "cut", progress=lambda s: None)
+    assert strip(resumed) == strip(seq)
+
+    def broken_env(sim):
+        if sim == "real":
+            raise OSError("no display")
+        return make_setup().make_env(sim)
+
+    with pytest.raises(RuntimeError, match="worker failed: OSError: no display"):
+        evaluate(dataclasses.replace(make_setup(), parallel=True, make_env=broken_env), tmp_path / "bad",
+                 progress=lambda s: None)
 
 
 def test_report_files(tmp_path):

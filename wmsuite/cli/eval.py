@@ -103,6 +103,9 @@ class EvalConfig:
     `static_state`) at its real start value in every imagined frame's reading, for the observation and
     the rule-based judges, instead of the value the heads read off generated frames (which can drift
     toward where the objects are). No effect for tasks whose probe names no fixed state."""
+    parallel: bool = True
+    """Run the real simulator's episodes in a worker process while the world model runs (where the
+    machine has two cores or more). The records are those of a sequential run (--no-parallel)."""
     device: str = "cpu"
     """Torch device for the world model and learned policies."""
     out: str = "runs/eval-pushcube"
@@ -297,7 +300,7 @@ def run(cfg: EvalConfig) -> int:
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
                       seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
                       make_env=make_env_factory(cfg, model), act_every=chunk,
-                      real_episodes=cfg.real_episodes or None, trust_score=trust_score)
+                      real_episodes=cfg.real_episodes or None, trust_score=trust_score, parallel=cfg.parallel)
     metrics = evaluate(setup, out)
     if trust_score is not None:  # which calibrator scored the episodes (it is not part of the run's identity)
         metrics["calibration"] = {"path": str(trust_score.path), "sha256": file_digest(trust_score.path)}
