@@ -46,6 +46,7 @@ the cross-policy figures under that reading, so one run measures both.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -146,7 +147,10 @@ class EpisodeLog:
 def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Run what `out/episodes.jsonl` lacks, then compute every figure; returns the metrics dict.
     With `setup.parallel` (and two cores or more), the real simulator's episodes run in a worker
-    process while this one runs the learned simulator's (`RealWorker`)."""
+    process while this one runs the learned simulator's (`RealWorker`). Either way the real
+    simulator's policies compute with one torch thread (`REAL_THREADS`): a learned policy's numbers
+    can depend on the thread count, and a closed-loop episode amplifies the last bit, so its records
+    would otherwise depend on the machine and on the schedule."""
     out.mkdir(parents=True, exist_ok=True)
     log = EpisodeLog(out / "episodes.jsonl")
     start = time.perf_counter()
@@ -163,10 +167,11 @@ def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = prin
                 if sim not in envs:
                     envs[sim] = setup.make_env(sim)
                 progress(f"{entry.name} in {sim}: {len(missing)} episodes to run")
-                for ep in _run_waves(setup, entry, envs[sim], missing, setup.count(sim)):
-                    log.add(_record(entry.name, sim, ep))
-                    if worker is not None:
-                        worker.drain(log)
+                with torch_threads(REAL_THREADS if sim == "real" else None):
+                    for ep in _run_waves(setup, entry, envs[sim], missing, setup.count(sim)):
+                        log.add(_record(entry.name, sim, ep))
+                        if worker is not None:
+                            worker.drain(log)
         if worker is not None:
             worker.finish(log)
     finally:
@@ -180,6 +185,24 @@ def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = prin
     return metrics
 
 
+REAL_THREADS = 1
+"""Torch threads of the real simulator's policies (see `evaluate`)."""
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Within the block torch computes with `n` threads (None: as it is)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def usable_cores() -> int:
     """CPU cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -188,8 +211,8 @@ def usable_cores() -> int:
 class RealWorker:
     """The real simulator's waves in a forked process, their records sent back through a queue and
     written by the caller (one writer of episodes.jsonl). Each wave seeds itself from (seed, policy,
-    wave) as in a sequential run; the worker computes with one torch thread and leaves the rest to
-    the learned simulator. Forked before this process creates any simulator, so no renderer context
+    wave) as in a sequential run and its policies compute with `REAL_THREADS` torch threads as they
+    do there; the other cores are the learned simulator's. Forked before this process creates any simulator, so no renderer context
     is shared; it exits when its parent is gone."""
 
     def __init__(self, setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]],
@@ -206,7 +229,7 @@ class RealWorker:
     def _run(self, setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]], parent: int) -> None:
         import torch
 
-        torch.set_num_threads(1)
+        torch.set_num_threads(REAL_THREADS)
         try:
             env = setup.make_env("real")
             for entry, missing in jobs:

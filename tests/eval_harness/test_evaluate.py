@@ -96,6 +96,34 @@ def test_the_real_simulator_in_a_worker_process_gives_the_sequential_records(tmp
                  progress=lambda s: None)
 
 
+class ThreadCountPolicy:
+    """Steps +1 only while torch computes with one thread: which thread count the policy saw."""
+
+    def reset(self) -> None:
+        pass
+
+    def predict_action_chunk(self, obs):
+        import torch
+
+        return np.full((len(obs["agent_pos"]), 1, 1), float(torch.get_num_threads() == 1), np.float32)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_real_simulator_policies_compute_with_one_torch_thread_in_both_schedules(tmp_path, parallel):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        setup = dataclasses.replace(make_setup(episodes=4), policies=[PolicyEntry("threads", "x")], parallel=parallel,
+                                    make_policy=lambda spec, seed: ThreadCountPolicy())
+        m = evaluate(setup, tmp_path, progress=lambda s: None)
+        assert torch.get_num_threads() == 2  # restored after the real waves
+    finally:
+        torch.set_num_threads(before)
+    assert m["policies"][0]["real_success"] == 1.0 and m["policies"][0]["predicted_success"] == 0.0
+
+
 def test_report_files(tmp_path):
     metrics = evaluate(make_setup(episodes=4), tmp_path, progress=lambda s: None)
     report = write_report(metrics, tmp_path)
