@@ -104,6 +104,11 @@ def test_distill_stage_writes_a_one_step_student_and_refuses_a_missing_teacher(e
     torch.testing.assert_close(student.idm.net[0].weight, teacher.idm.net[0].weight)
     assert main([*args, "--distill-train.steps", "3", "--resume"]) == 0
     assert json.loads((run / "latest" / "config.json").read_text())["distill_steps"] == 3
+    # its heads pass runs in the same directory and keeps what says where the student came from
+    assert main(["train-wm", "--data", str(data), "--out", str(run), "--stage", "heads", "--heads-train.steps", "2",
+                 "--heads-train.batch-size", "8", "--heads.generated-windows", "8"]) == 0
+    config = json.loads((run / "latest" / "config.json").read_text())
+    assert config["distill_steps"] == 3 and config["heads_steps"] == 2 and config["world_model"]["sampling_steps"] == 1
     capsys.readouterr()
     assert main(["train-wm", "--data", str(data), "--out", str(tmp_path / "other"), "--stage", "distill",
                  "--distill.teacher", str(tmp_path / "nowhere")]) == 2

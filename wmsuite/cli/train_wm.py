@@ -137,8 +137,9 @@ def run(cfg: TrainWMConfig) -> int:
     going_on = cfg.resume or cfg.stage in ("dynamics", "heads")  # stages that build on what --out holds
     identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "drop_bad": cfg.drop_bad,
                 "codec_from": file_digest(cfg.codec_from) if cfg.codec_from else ""}
-    if cfg.stage == "distill":
-        identity["teacher"] = _teacher_digest(cfg.distill.teacher)  # a missing teacher fails here, before the data
+    teacher = cfg.distill.teacher if cfg.stage == "distill" else _distilled_from(out)
+    if teacher:  # a distillation run, and the heads passes that follow it; a missing teacher fails here
+        identity["teacher"] = _teacher_digest(teacher)
     record = open_run(out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on)
     done = {"all": is_checkpoint(out / "latest") or (out / "train_state").exists(), "heads": False,
             "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest"),
@@ -257,6 +258,12 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = 
                        extra={k: saved[k] for k in ("ema_decay", *DISTILLED) if k in saved}, resume=resume)
     print(f"heads fine-tuned for {cfg.heads_train.steps} steps in {(time.time() - began) / 60:.1f} min: {logs}")
     return 0
+
+
+def _distilled_from(out: Path) -> str:
+    """The teacher of the student in out/latest ('' when it is no distilled student)."""
+    latest = out / "latest"
+    return json.loads((latest / "config.json").read_text()).get("distilled_from", "") if is_checkpoint(latest) else ""
 
 
 def _teacher_digest(teacher: str) -> str:
