@@ -53,7 +53,7 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,8 @@ class EvalSetup:
     figures (module docstring)."""
     parallel: bool = False
     """Run the real simulator's episodes in a worker process while the learned simulator runs here
-    (where the machine has two cores or more); the records are those of a sequential run."""
+    (where the machine has two cores or more); the records are those of a sequential run.
+    `make_policy` and `make_env` must then pickle (`RealWorker`)."""
 
     def count(self, sim: str) -> int:
         """Episodes per policy in `sim`."""
@@ -209,40 +210,27 @@ def usable_cores() -> int:
 
 
 class RealWorker:
-    """The real simulator's waves in a forked process, their records sent back through a queue and
+    """The real simulator's waves in a worker process, their records sent back through a queue and
     written by the caller (one writer of episodes.jsonl). Each wave seeds itself from (seed, policy,
     wave) as in a sequential run and its policies compute with `REAL_THREADS` torch threads as they
-    do there; the other cores are the learned simulator's. Forked before this process creates any simulator, so no renderer context
-    is shared; it exits when its parent is gone."""
+    do there; the other cores are the learned simulator's. The worker is spawned, not forked (a fork
+    of a process whose OpenMP threads have run can hang in its first parallel region), so
+    `setup.make_policy` and `setup.make_env` must pickle (the CLI's factories are plain objects;
+    the env factory pickles without its world model). It exits when its parent is gone."""
 
     def __init__(self, setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]],
                  progress: Callable[[str], None]) -> None:
         import multiprocessing as mp
 
-        ctx = mp.get_context("fork")
+        ctx = mp.get_context("spawn")
         self.queue = ctx.Queue()
-        self.process = ctx.Process(target=self._run, args=(setup, jobs, os.getpid()), daemon=True)
+        worker_setup = replace(setup, trust_score=None)  # the worker scores nothing
+        self.process = ctx.Process(target=_real_worker, args=(worker_setup, jobs, os.getpid(), self.queue),
+                                   daemon=True)
         self.process.start()
         self.progress, self.done = progress, False
-        progress(f"real simulator: {sum(len(m) for _, m in jobs)} episodes of {len(jobs)} policies in a worker process")
-
-    def _run(self, setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]], parent: int) -> None:
-        import torch
-
-        torch.set_num_threads(REAL_THREADS)
-        try:
-            env = setup.make_env("real")
-            for entry, missing in jobs:
-                for ep in _run_waves(setup, entry, env, missing, setup.count("real")):
-                    if os.getppid() != parent:
-                        os._exit(0)
-                    self.queue.put(("record", _record(entry.name, "real", ep)))
-            env.close()
-            self.queue.put(("done", None))
-        except BaseException as err:  # noqa: BLE001  (reported to the parent, which raises it)
-            import traceback
-
-            self.queue.put(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
+        for entry, missing in jobs:
+            progress(f"{entry.name} in real: {len(missing)} episodes to run (in a worker process)")
 
     def drain(self, log: EpisodeLog, block: bool = False) -> None:
         """Write every record that has arrived (with `block`, wait until the worker is done)."""
@@ -274,6 +262,27 @@ class RealWorker:
         if self.process.is_alive():
             self.process.terminate()
         self.process.join()
+
+
+def _real_worker(setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]], parent: int, out: Any) -> None:
+    """The body of `RealWorker`'s process: every job's real waves, each record put on `out`, then
+    ("done", None), or ("error", text) on any failure."""
+    import torch
+
+    torch.set_num_threads(REAL_THREADS)
+    try:
+        env = setup.make_env("real")
+        for entry, missing in jobs:
+            for ep in _run_waves(setup, entry, env, missing, setup.count("real")):
+                if os.getppid() != parent:
+                    os._exit(0)
+                out.put(("record", _record(entry.name, "real", ep)))
+        env.close()
+        out.put(("done", None))
+    except BaseException as err:  # noqa: BLE001  (reported to the parent, which raises it)
+        import traceback
+
+        out.put(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
 
 
 def _run_waves(setup: EvalSetup, entry: PolicyEntry, env: Any, missing: list[int],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import gymnasium as gym
@@ -28,17 +29,31 @@ class NoisyPolicy:
         return (np.random.random((b, 1, 1)) < self.p).astype(np.float32)  # noqa: NPY002
 
 
-def make_setup(episodes=10, runs=None):
-    def make_env(sim):
-        if runs is not None:
-            runs.append(sim)
-        horizon = 6 if sim == "real" else 7  # the "learned" simulator is a little more lenient
-        return gym.vector.SyncVectorEnv([lambda: CounterEnv(goal=5.0, horizon=horizon)] * 4,
+def make_noisy_policy(spec, seed):
+    return NoisyPolicy(float(spec))
+
+
+class CounterEnvs:
+    """sim -> 4 counter envs; the "learned" simulator is a little more lenient. Module-level and
+    picklable, as the real-simulator worker process needs; `fail` makes the real one raise."""
+
+    def __init__(self, runs=None, fail=False) -> None:
+        self.runs, self.fail = runs, fail
+
+    def __call__(self, sim):
+        if self.runs is not None:
+            self.runs.append(sim)
+        if self.fail and sim == "real":
+            raise OSError("no display")
+        horizon = 6 if sim == "real" else 7
+        return gym.vector.SyncVectorEnv([functools.partial(CounterEnv, goal=5.0, horizon=horizon)] * 4,
                                         autoreset_mode=gym.vector.AutoresetMode.DISABLED)
 
+
+def make_setup(episodes=10, runs=None):
     policies = [PolicyEntry(f"p{p}", str(p)) for p in (0.0, 0.3, 0.6, 1.0)]
     return EvalSetup(env_id="counter", policies=policies, episodes=episodes, num_envs=4, seed=0,
-                     make_policy=lambda spec, seed: NoisyPolicy(float(spec)), make_env=make_env)
+                     make_policy=make_noisy_policy, make_env=CounterEnvs(runs))
 
 
 def strip(m):
@@ -86,13 +101,8 @@ def test_the_real_simulator_in_a_worker_process_gives_the_sequential_records(tmp
     resumed = evaluate(dataclasses.replace(make_setup(), parallel=True), tmp_path / "cut", progress=lambda s: None)
     assert strip(resumed) == strip(seq)
 
-    def broken_env(sim):
-        if sim == "real":
-            raise OSError("no display")
-        return make_setup().make_env(sim)
-
     with pytest.raises(RuntimeError, match="worker failed: OSError: no display"):
-        evaluate(dataclasses.replace(make_setup(), parallel=True, make_env=broken_env), tmp_path / "bad",
+        evaluate(dataclasses.replace(make_setup(), parallel=True, make_env=CounterEnvs(fail=True)), tmp_path / "bad",
                  progress=lambda s: None)
 
 
@@ -108,6 +118,10 @@ class ThreadCountPolicy:
         return np.full((len(obs["agent_pos"]), 1, 1), float(torch.get_num_threads() == 1), np.float32)
 
 
+def make_thread_count_policy(spec, seed):
+    return ThreadCountPolicy()
+
+
 @pytest.mark.parametrize("parallel", [False, True])
 def test_real_simulator_policies_compute_with_one_torch_thread_in_both_schedules(tmp_path, parallel):
     import torch
@@ -116,7 +130,7 @@ def test_real_simulator_policies_compute_with_one_torch_thread_in_both_schedules
     torch.set_num_threads(2)
     try:
         setup = dataclasses.replace(make_setup(episodes=4), policies=[PolicyEntry("threads", "x")], parallel=parallel,
-                                    make_policy=lambda spec, seed: ThreadCountPolicy())
+                                    make_policy=make_thread_count_policy)
         m = evaluate(setup, tmp_path, progress=lambda s: None)
         assert torch.get_num_threads() == 2  # restored after the real waves
     finally:

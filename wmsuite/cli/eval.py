@@ -206,12 +206,22 @@ def unique_labels(entries: list[PolicyEntry]) -> list[PolicyEntry]:
     return out
 
 
-def make_policy_factory(cfg: EvalConfig, horizon: int, trusted: set[str]):
-    def make(spec: str, seed: int):
-        return resolve_policy(spec, env_id=cfg.env, seed=seed, device=cfg.device, horizon=horizon,
-                              trusted=spec in trusted, trust_code=cfg.trust_code)
+@dataclass(frozen=True)
+class PolicyFactory:
+    """(spec, seed) -> a fresh policy; a plain picklable object, so that the real-simulator worker
+    process (eval_harness/evaluate.py) rebuilds policies exactly as this process does."""
 
-    return make
+    cfg: EvalConfig
+    horizon: int
+    trusted: frozenset[str] = frozenset()
+
+    def __call__(self, spec: str, seed: int):
+        return resolve_policy(spec, env_id=self.cfg.env, seed=seed, device=self.cfg.device, horizon=self.horizon,
+                              trusted=spec in self.trusted, trust_code=self.cfg.trust_code)
+
+
+def make_policy_factory(cfg: EvalConfig, horizon: int, trusted: set[str] = frozenset()) -> PolicyFactory:
+    return PolicyFactory(cfg, horizon, frozenset(trusted))
 
 
 def load_model(cfg: EvalConfig):
@@ -241,35 +251,52 @@ def resolve_judge(cfg: EvalConfig) -> str:
     return "tracked" if probe is not None and probe.reach is not None else "head"
 
 
-def make_env_factory(cfg: EvalConfig, model):
-    """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`."""
-    # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
+def make_env_factory(cfg: EvalConfig, model) -> EnvFactory:
+    """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`. Bad
+    judge settings fail here, before any rollout."""
     from wmsuite.envs import PROBES
-    from wmsuite.world_models import ObjectTracking, make_world_model_env
 
     probe, judge = PROBES.get(cfg.env), resolve_judge(cfg)
     if probe is None and judge != "head":
         raise ValueError(f"--judge {judge} needs the task's success rule, and {cfg.env} has no task probe; "
                          "use --judge head")
-    tracking = None
-    if probe is not None and probe.reach is not None:
-        tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach)
-    elif judge == "tracked":
+    if judge == "tracked" and (probe is None or probe.reach is None):
         raise ValueError(f"--judge tracked needs the task probe's reach, and {cfg.env}'s probe defines none; "
                          "use --judge state")
+    return EnvFactory(replace(cfg, judge=judge), model)
 
-    def make(sim: str):
+
+class EnvFactory:
+    """See `make_env_factory`. Picklable for the real-simulator worker process: pickled without the
+    world model, which that worker never builds (it asks for 'real' only)."""
+
+    def __init__(self, cfg: EvalConfig, model) -> None:
+        self.cfg, self.model = cfg, model
+
+    def __getstate__(self) -> dict:
+        return {"cfg": self.cfg, "model": None}
+
+    def __call__(self, sim: str):
+        # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
+        from wmsuite.envs import PROBES
+        from wmsuite.world_models import ObjectTracking, make_world_model_env
+
+        cfg = self.cfg
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
-        return make_world_model_env(model, cfg.env, cfg.num_envs, device=cfg.device,
-                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=judge,
+        if self.model is None:
+            raise RuntimeError("this env factory was pickled without its world model; it makes real envs only")
+        probe = PROBES.get(cfg.env)
+        tracking = None
+        if probe is not None and probe.reach is not None:
+            tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach)
+        return make_world_model_env(self.model, cfg.env, cfg.num_envs, device=cfg.device,
+                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,
                                     tracking=tracking,
                                     static_state=probe.static_state if probe is not None and cfg.hold_static
                                     else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None,
                                     start_reading=probe.object_xy if probe is not None and cfg.round_trip else None)
-
-    return make
 
 
 def run(cfg: EvalConfig) -> int:
