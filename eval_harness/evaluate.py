@@ -50,6 +50,7 @@ import contextlib
 import json
 import math
 import os
+import pickle
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -227,7 +228,12 @@ class RealWorker:
         worker_setup = replace(setup, trust_score=None)  # the worker scores nothing
         self.process = ctx.Process(target=_real_worker, args=(worker_setup, jobs, os.getpid(), self.queue),
                                    daemon=True)
-        self.process.start()
+        try:
+            self.process.start()
+        except (AttributeError, TypeError, pickle.PicklingError) as err:
+            raise ValueError(f"EvalSetup(parallel=True) sends make_policy and make_env to a worker process, and "
+                             f"they do not pickle ({err}); use module-level functions or objects, or parallel=False"
+                             ) from err
         self.progress, self.done = progress, False
         for entry, missing in jobs:
             progress(f"{entry.name} in real: {len(missing)} episodes to run (in a worker process)")
