@@ -46,11 +46,9 @@ the cross-policy figures under that reading, so one run measures both.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import pickle
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -63,6 +61,7 @@ import numpy as np
 from wmsuite.eval_harness.abstention import abstention_figures
 from wmsuite.eval_harness.metrics import all_metrics, bootstrap
 from wmsuite.eval_harness.ppi import ppi_mean
+from wmsuite.eval_harness.workers import RecordWorker, torch_threads, usable_cores
 from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.runs import dumps_strict
 from wmsuite.stats import wilson_interval
@@ -105,7 +104,7 @@ class EvalSetup:
     parallel: bool = False
     """Run the real simulator's episodes in a worker process while the learned simulator runs here
     (where the machine has two cores or more); the records are those of a sequential run.
-    `make_policy` and `make_env` must then pickle (`RealWorker`)."""
+    `make_policy` and `make_env` must then pickle (the CLI's factories do; lambdas do not)."""
 
     def count(self, sim: str) -> int:
         """Episodes per policy in `sim`."""
@@ -149,7 +148,8 @@ class EpisodeLog:
 def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Run what `out/episodes.jsonl` lacks, then compute every figure; returns the metrics dict.
     With `setup.parallel` (and two cores or more), the real simulator's episodes run in a worker
-    process while this one runs the learned simulator's (`RealWorker`). Either way the real
+    process while this one runs the learned simulator's (`_real_records`, workers.py); this process
+    alone writes episodes.jsonl. Either way the real
     simulator's policies compute with one torch thread (`REAL_THREADS`): a learned policy's numbers
     can depend on the thread count, and a closed-loop episode amplifies the last bit, so its records
     would otherwise depend on the machine and on the schedule."""
@@ -163,7 +163,10 @@ def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = prin
     worker = None
     try:
         if setup.parallel and jobs["real"] and jobs["wm"] and usable_cores() >= 2:
-            worker = RealWorker(setup, jobs.pop("real"), progress)
+            real = jobs.pop("real")
+            worker = RecordWorker(_real_records, (replace(setup, trust_score=None), real), "the real-simulator worker")
+            for entry, missing in real:
+                progress(f"{entry.name} in real: {len(missing)} episodes to run (in a worker process)")
         for sim, todo in jobs.items():
             for entry, missing in todo:
                 if sim not in envs:
@@ -173,9 +176,10 @@ def evaluate(setup: EvalSetup, out: Path, progress: Callable[[str], None] = prin
                     for ep in _run_waves(setup, entry, envs[sim], missing, setup.count(sim)):
                         log.add(_record(entry.name, sim, ep))
                         if worker is not None:
-                            worker.drain(log)
+                            worker.drain(log.add)
         if worker is not None:
-            worker.finish(log)
+            progress("waiting for the real simulator's last episodes")
+            worker.finish(log.add)
     finally:
         if worker is not None:
             worker.stop()
@@ -191,104 +195,20 @@ REAL_THREADS = 1
 """Torch threads of the real simulator's policies (see `evaluate`)."""
 
 
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Within the block torch computes with `n` threads (None: as it is)."""
-    import torch
-
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-class RealWorker:
-    """The real simulator's waves in a worker process, their records sent back through a queue and
-    written by the caller (one writer of episodes.jsonl). Each wave seeds itself from (seed, policy,
-    wave) as in a sequential run and its policies compute with `REAL_THREADS` torch threads as they
-    do there; the other cores are the learned simulator's. The worker is spawned, not forked (a fork
-    of a process whose OpenMP threads have run can hang in its first parallel region), so
-    `setup.make_policy` and `setup.make_env` must pickle (the CLI's factories are plain objects;
-    the env factory pickles without its world model). It exits when its parent is gone."""
-
-    def __init__(self, setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]],
-                 progress: Callable[[str], None]) -> None:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        self.queue = ctx.Queue()
-        worker_setup = replace(setup, trust_score=None)  # the worker scores nothing
-        self.process = ctx.Process(target=_real_worker, args=(worker_setup, jobs, os.getpid(), self.queue),
-                                   daemon=True)
-        try:
-            self.process.start()
-        except (AttributeError, TypeError, pickle.PicklingError) as err:
-            raise ValueError(f"EvalSetup(parallel=True) sends make_policy and make_env to a worker process, and "
-                             f"they do not pickle ({err}); use module-level functions or objects, or parallel=False"
-                             ) from err
-        self.progress, self.done = progress, False
-        for entry, missing in jobs:
-            progress(f"{entry.name} in real: {len(missing)} episodes to run (in a worker process)")
-
-    def drain(self, log: EpisodeLog, block: bool = False) -> None:
-        """Write every record that has arrived (with `block`, wait until the worker is done)."""
-        import queue
-
-        while not self.done:
-            try:
-                kind, payload = self.queue.get(timeout=5.0) if block else self.queue.get_nowait()
-            except queue.Empty:
-                if block and not self.process.is_alive():
-                    raise RuntimeError(f"the real-simulator worker died (exit code {self.process.exitcode}) "
-                                       "without reporting why; rerun without --parallel to see the error") from None
-                if block:
-                    continue
-                return
-            if kind == "error":
-                raise RuntimeError(f"the real-simulator worker failed: {payload}")
-            if kind == "done":
-                self.done = True
-            else:
-                log.add(payload)
-
-    def finish(self, log: EpisodeLog) -> None:
-        self.progress("waiting for the real simulator's last episodes")
-        self.drain(log, block=True)
-        self.process.join()
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.process.terminate()
-        self.process.join()
-
-
-def _real_worker(setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]], parent: int, out: Any) -> None:
-    """The body of `RealWorker`'s process: every job's real waves, each record put on `out`, then
-    ("done", None), or ("error", text) on any failure."""
+def _real_records(setup: EvalSetup, jobs: list[tuple[PolicyEntry, list[int]]]) -> Iterator[dict[str, Any]]:
+    """The records of every job's real waves, as `evaluate` runs them with `--parallel`: in a spawned
+    worker process (workers.py), whose policies compute with `REAL_THREADS` threads as they do in a
+    sequential run, so each wave, seeded from (seed, policy, wave), gives the same episodes."""
     import torch
 
     torch.set_num_threads(REAL_THREADS)
+    env = setup.make_env("real")
     try:
-        env = setup.make_env("real")
         for entry, missing in jobs:
             for ep in _run_waves(setup, entry, env, missing, setup.count("real")):
-                if os.getppid() != parent:
-                    os._exit(0)
-                out.put(("record", _record(entry.name, "real", ep)))
+                yield _record(entry.name, "real", ep)
+    finally:
         env.close()
-        out.put(("done", None))
-    except BaseException as err:  # noqa: BLE001  (reported to the parent, which raises it)
-        import traceback
-
-        out.put(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
 
 
 def _run_waves(setup: EvalSetup, entry: PolicyEntry, env: Any, missing: list[int],

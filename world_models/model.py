@@ -131,7 +131,7 @@ class LatentWorldModel(nn.Module):
         ctx_noise = torch.full((b,), self.cfg.context_noise_eval, device=context.device)
         base = context[:, -1:] if self.cfg.residual else 0.0  # (B, 1, C, s, s): the newest clean frame
         dirs = torch.full((b,), direction, device=context.device)
-        scheduler = EDMEulerScheduler.from_config(self.scheduler.config)  # its own step state: samplers may nest
+        scheduler = self.scheduler
         scheduler.set_timesteps(steps or self.cfg.sampling_steps, device=context.device)
         sigmas = scheduler.sigmas.to(torch.float32)
         x = noise * sigmas[0]

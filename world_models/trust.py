@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.special import ndtr
 
 from wmsuite.world_models.model import BACKWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
@@ -218,7 +219,7 @@ class Calibrator:
                              " and none was passed")
         mu, sigma = self.predict(features)
         z = math.log(tau) - mu
-        trust = (z >= 0).astype(float) if self.sigma == 0 else np.array([NormalDist().cdf(v) for v in z / sigma])
+        trust = (z >= 0).astype(float) if self.sigma == 0 else ndtr(z / sigma)
         if self.start_limit is not None:
             if "start" not in features:
                 raise ValueError("this calibrator gates on the start-reading error; pass feature 'start'")

@@ -101,7 +101,7 @@ def test_the_real_simulator_in_a_worker_process_gives_the_sequential_records(tmp
     resumed = evaluate(dataclasses.replace(make_setup(), parallel=True), tmp_path / "cut", progress=lambda s: None)
     assert strip(resumed) == strip(seq)
 
-    with pytest.raises(ValueError, match="do not pickle"):
+    with pytest.raises(ValueError, match="does not pickle"):
         evaluate(dataclasses.replace(make_setup(), parallel=True, make_policy=lambda spec, seed: None),
                  tmp_path / "lambda", progress=lambda s: None)
     with pytest.raises(RuntimeError, match="worker failed: OSError: no display"):

@@ -20,6 +20,7 @@ out/run.json records the data's and a reused codec's content hashes and the seed
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -281,7 +282,7 @@ def _distill(cfg: TrainWMConfig, trainer: Trainer, episodes: list) -> int:
     from wmsuite.world_models.train import train_distill
 
     teacher = load_world_model(cfg.distill.teacher, device=cfg.device)
-    student = load_world_model(cfg.distill.teacher, device=cfg.device)
+    student = copy.deepcopy(teacher)
     saved = json.loads((resolve_checkpoint(cfg.distill.teacher) / "config.json").read_text())
     resume = cfg.resume and is_checkpoint(trainer.state_dir("distill"))
     began = time.time()
