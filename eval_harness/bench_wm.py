@@ -19,7 +19,7 @@ from wmsuite.world_models import LatentWorldModel
 from wmsuite.world_models.env import GymResetContext, WorldModelEnv
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import round_trip_chunks, round_trip_error
+from wmsuite.world_models.trust import check_backward_model, round_trip_chunks, round_trip_error
 
 
 def bench_world_model(model: LatentWorldModel, make_env: Callable[[], gym.Env], batch_sizes: Sequence[int],
@@ -51,13 +51,13 @@ def bench_world_model(model: LatentWorldModel, make_env: Callable[[], gym.Env], 
 
 
 def bench_round_trip(model: LatentWorldModel, make_env: Callable[[], gym.Env], batch_sizes: Sequence[int],
-                     depth: int = 8, repeats: int = 3, seed: int = 0) -> dict[int, dict[str, float]]:
+                     depth: int = 8, repeats: int = 3, seed: int = 0,
+                     backward: LatentWorldModel | None = None) -> dict[int, dict[str, float]]:
     """{batch: {"forward_ms", "round_trip_ms", "cost_ratio", "chunks"}}: median time of a forward
-    rollout of `depth` chunks from real first frames, of the round trip back from its end, and their
-    ratio (what --round-trip adds to an imagined episode of that depth); `chunks` is the number of
-    chunks the round trip generates (round_trip_chunks)."""
-    if model.cfg.p_backward <= 0:
-        raise ValueError("the round trip needs a world model trained with backward windows (p_backward > 0)")
+    rollout of `depth` chunks from real first frames, of the round trip back from its end (through
+    `backward`, else `model` itself), and their ratio (what --round-trip adds to an imagined episode
+    of that depth); `chunks` is the number of chunks the round trip generates (round_trip_chunks)."""
+    check_backward_model(model, backward)
     h, dev = model.cfg.chunk, model.state_mean.device
     source = GymResetContext(make_env)
     rng = np.random.default_rng(seed)
@@ -74,7 +74,7 @@ def bench_round_trip(model: LatentWorldModel, make_env: Callable[[], gym.Env], b
             t0 = time.perf_counter()
             _, state = rollout(model, state, actions, FORWARD, generator=gen)
             t1 = time.perf_counter()
-            round_trip_error(model, start, state.context, actions, generator=gen)
+            round_trip_error(model, start, state.context, actions, generator=gen, backward=backward)
             t2 = time.perf_counter()
             if r:
                 fwd.append(t1 - t0)

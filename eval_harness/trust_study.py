@@ -46,11 +46,12 @@ TRUTHS = ("latent", "object")
 @torch.no_grad()
 def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe, depths: Sequence[int],
                batch_size: int = 32, seed: int = 0, steps: int | None = None,
-               samples: int = 1) -> dict[str, np.ndarray]:
+               samples: int = 1, backward: LatentWorldModel | None = None) -> dict[str, np.ndarray]:
     """One row per (episode, depth) where the episode runs at least `depth` chunks: arrays `episode`,
     `depth`, the true errors `latent` and `object`, and the signals `round_trip`, `round_trip_object`
     and `idm` (module docstring). Sampling noise: one generator per batch seeded with `seed + start`,
-    the backward passes one of their own."""
+    the backward passes one of their own. `backward`: the model that plays rollouts back (None:
+    `model`; see world_models/trust.py)."""
     h, cam, dev = model.cfg.chunk, model.cfg.camera, model.state_mean.device
     depths = sorted(set(int(d) for d in depths))
     if not depths or depths[0] < 1:
@@ -91,7 +92,7 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
             read = model.predict_heads(img)["environment_state"][:, obj].cpu().numpy()  # (m, 2)
             true_obj = np.stack([batch[i].env_state[d * h][obj] for i in live])
             rt = round_trip_error(model, first[live], state.context[live], actions[live, : d * h],
-                                  start_env[live], steps, back, samples)
+                                  start_env[live], steps, back, samples, backward)
             rows["episode"] += [start + i for i in live]
             rows["depth"] += [d] * len(live)
             rows["latent"] += ((img - real) ** 2).mean(dim=(1, 2, 3)).cpu().tolist()

@@ -37,10 +37,11 @@
   the actions the inverse-dynamics head recovers from the generated frames vs the actions given) and
   `trust/success_prob` (the success head's highest probability over the chunk); with
   `round_trip=True`, also `trust/round_trip` on the step an episode ends (masked out on the others):
-  the latent error between the real start and a backward pass through the same model from the
-  episode's newest frames with its actions reversed (world_models/trust.py). It needs a model trained
-  with backward windows (`p_backward` > 0), costs as many chunks again as the episode ran, and draws
-  its noise from a generator of its own, so the imagined episodes are the same with it or without.
+  the latent error between the real start and a backward pass from the episode's newest frames with
+  its actions reversed (world_models/trust.py), through `round_trip_model` (a backward copy of the
+  simulator) or else the simulator itself; whichever plays back must have been trained with backward
+  windows (`p_backward` > 0). It costs as many chunks again as the episode ran, and draws its noise
+  from a generator of its own, so the imagined episodes are the same with it or without.
   With `start_reading` (a slice of environment_state, e.g. the object's position), also
   `trust/start_error` on that step: the distance between what the heads read off the real start frame
   and the real start state there. A model that cannot read the real scene it starts from (a colour,
@@ -73,7 +74,7 @@ from gymnasium.vector.utils import batch_space
 from wmsuite.types import Episode
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import round_trip_error
+from wmsuite.world_models.trust import check_backward_model, round_trip_error
 
 Observation = dict[str, Any]
 ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
@@ -139,7 +140,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
                  tracking: ObjectTracking | None = None, static_state: slice | None = None,
                  round_trip: bool = False, idm_stop: float | None = None,
-                 start_reading: slice | None = None) -> None:
+                 start_reading: slice | None = None, round_trip_model: LatentWorldModel | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -163,8 +164,14 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if start_reading is not None and not range(model.cfg.env_state_dim)[start_reading]:
             raise ValueError(f"start_reading {start_reading} picks no entry of the model's "
                              f"{model.cfg.env_state_dim}-d environment_state")
+        if round_trip_model is not None and not round_trip:
+            raise ValueError("round_trip_model plays episodes back for the round trip; add round_trip=True")
+        if round_trip:
+            check_backward_model(model, round_trip_model)
+        if round_trip_model is not None:
+            round_trip_model = round_trip_model.to(device).eval()
         self.static_state, self.round_trip, self.idm_stop = static_state, round_trip, idm_stop
-        self.start_reading = start_reading
+        self.start_reading, self.round_trip_model = start_reading, round_trip_model
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -321,7 +328,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             rows = torch.as_tensor(np.flatnonzero(done & (self._t == t)), device=self.device)
             err = round_trip_error(self.model, self._start_latent[rows], self.state.context[rows],
                                    self._actions[rows, : int(t) * self.chunk], steps=self.sampling_steps,
-                                   generator=self._back_gen)
+                                   generator=self._back_gen, backward=self.round_trip_model)
             values[rows.cpu().numpy()] = err["latent"].cpu().numpy()
         return values, done.copy()
 
@@ -357,14 +364,16 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          success_fn: Callable[[np.ndarray], np.ndarray] | None = None,
                          judge: str = "head", tracking: ObjectTracking | None = None,
                          static_state: slice | None = None, round_trip: bool = False,
-                         idm_stop: float | None = None, start_reading: slice | None = None) -> WorldModelEnv:
+                         idm_stop: float | None = None, start_reading: slice | None = None,
+                         round_trip_model: LatentWorldModel | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`, `idm_stop`, `start_reading`: see the module docstring (the caller fills them in from the task probe). world_models never imports
+    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`: see the module docstring (the caller
+    fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
@@ -385,4 +394,4 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
                          static_state=static_state, round_trip=round_trip, idm_stop=idm_stop,
-                         start_reading=start_reading)
+                         start_reading=start_reading, round_trip_model=round_trip_model)

@@ -15,6 +15,12 @@ This is exactly how `LatentWorldModel.loss` builds its backward windows, so the 
 the model nothing it was not trained on. When N < K the real f_0 is still inside the context and the
 round trip costs nothing (and measures nothing: its error is that of the context itself).
 
+The backward pass may run through a second model (`backward=`): a copy of the simulator fine-tuned
+on backward windows only (`p_backward` 1), sharing its codec. Learning both directions in one network
+of the simulator's size costs its forward closed loop (experiments/trust_journal.md); a copy of its
+own leaves the simulator exactly as it was and adds only the round trip's cost. Its landing point is
+read with the simulator's heads, so the object-space error is measured in the simulator's own terms.
+
 Calibrator. On rollouts whose true error is known (imagined beside real from the same start), a
 Gaussian model in log space: log(true error) ~ N(w . phi, sigma^2), phi = [1, log(round_trip + eps),
 log(idm + eps), depth, log(start + eps)], fitted by least squares (`start`: how far the heads' reading
@@ -50,10 +56,35 @@ def round_trip_chunks(depth: int, context: int, chunk: int) -> int:
     return max(0, math.ceil((depth - context + 1) / chunk))
 
 
+def check_backward_model(model: LatentWorldModel, backward: LatentWorldModel | None = None) -> None:
+    """ValueError unless `backward` (None: `model` itself) can play `model`'s rollouts back: trained
+    on backward windows and, when it is a second model, with `model`'s context, chunk and action size
+    and the very same codec (its latents are the simulator's; a copy fine-tuned from the simulator
+    keeps the codec frozen)."""
+    fix = "fine-tune a backward copy of the simulator with P_BACKWARD=1 HEADS=0 experiments/scripts/wm_backward_train.sh"
+    if backward is None:
+        if model.cfg.p_backward <= 0:
+            raise ValueError(f"the round trip needs a model that steps backward, and the simulator was trained "
+                             f"forward only (p_backward = 0); {fix} and pass it as the round-trip model")
+        return
+    if backward.cfg.p_backward <= 0:
+        raise ValueError(f"the round-trip model was trained forward only (p_backward = 0); {fix}")
+    for name in ("context", "chunk", "action_dim"):
+        if getattr(backward.cfg, name) != getattr(model.cfg, name):
+            raise ValueError(f"the round-trip model's {name} is {getattr(backward.cfg, name)}, the simulator's "
+                             f"{getattr(model.cfg, name)}; {fix}")
+    ours, theirs = model.codec.state_dict(), backward.codec.state_dict()
+    if ours.keys() != theirs.keys() or not all(torch.equal(ours[k].float(), theirs[k].float().to(ours[k].device))
+                                               for k in ours):
+        raise ValueError(f"the round-trip model's codec differs from the simulator's, so their latents are not "
+                         f"comparable; {fix}")
+
+
 @torch.no_grad()
 def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torch.Tensor, actions: torch.Tensor,
                      start_env_state: torch.Tensor | None = None, steps: int | None = None,
-                     generator: torch.Generator | None = None, samples: int = 1) -> dict[str, torch.Tensor]:
+                     generator: torch.Generator | None = None, samples: int = 1,
+                     backward: LatentWorldModel | None = None) -> dict[str, torch.Tensor]:
     """Play imagined rollouts back to their start and measure how far they land from the real one.
 
     start (B, C, s, s): latent of the real start frame f_0. current (B, K, C, s, s): the K newest
@@ -62,7 +93,9 @@ def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torc
     by depth). start_env_state (B, E), optional: the real start's environment state. `steps` and
     `generator` go to the backward rollout as they would to a forward one. `samples` R > 1 draws R
     backward passes per rollout (one batch of B*R) and compares their mean f_0 with the start: the
-    backward pass's own sampling noise averages out of the signal, at R times the cost.
+    backward pass's own sampling noise averages out of the signal, at R times the cost. `backward`:
+    the model that plays the rollout back (None: `model` itself; see `check_backward_model`); the
+    heads that read the landing point are `model`'s either way.
 
     Returns {"latent": (B,) mean squared latent difference between the backward f_0 and `start`,
     "estimate": (B, C, s, s) the backward f_0} and, with `start_env_state`, "env_state": (B, E) the
@@ -81,7 +114,8 @@ def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torc
         pad = round_trip_chunks(n, k, h) * h - back.shape[1]
         back = torch.cat([back, back.new_zeros(back.shape[0], pad, back.shape[2])], dim=1)  # whole chunks
         context = current.flip(1).repeat_interleave(samples, 0)  # (B*R, K, C, s, s)
-        latents, _ = rollout(model, WorldModelState(context), back.repeat_interleave(samples, 0), BACKWARD, steps,
+        player = model if backward is None else backward
+        latents, _ = rollout(player, WorldModelState(context), back.repeat_interleave(samples, 0), BACKWARD, steps,
                              generator)
         estimate = latents[:, n - k].unflatten(0, (-1, samples)).mean(1)  # (B, C, s, s): f_0, mean of R
     out = {"latent": ((estimate - start) ** 2).mean(dim=(1, 2, 3)), "estimate": estimate}

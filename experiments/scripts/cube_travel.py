@@ -18,7 +18,8 @@ import argparse
 import numpy as np
 import torch
 
-from wmsuite.cli.eval import EvalConfig, load_model, make_env_factory, make_policy_factory
+from wmsuite.cli.eval import EvalConfig
+from wmsuite.cli.eval_setup import load_model, make_env_factory, make_policy_factory
 from wmsuite.envs.push_cube import detect_cube_xy
 from wmsuite.rollout import RolloutConfig, rollout
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wmsuite.cli.eval import EvalConfig, load_model, make_env_factory, make_policy_factory, policy_entries
+from wmsuite.cli.eval import EvalConfig
+from wmsuite.cli.eval_setup import load_model, make_env_factory, make_policy_factory, policy_entries
 from wmsuite.eval_harness.evaluate import EvalSetup, _run_waves
 from wmsuite.eval_harness.metrics import all_metrics
 

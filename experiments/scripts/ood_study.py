@@ -28,7 +28,7 @@ from wmsuite.envs.push_cube import VARIANTS
 from wmsuite.eval_harness.trust_study import auroc, trust_rows
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 from wmsuite.world_models import load_world_model
-from wmsuite.world_models.trust import Calibrator
+from wmsuite.world_models.trust import Calibrator, check_backward_model
 
 ENV = "wmsuite/PushCube-v0"
 
@@ -48,7 +48,10 @@ def episodes(variant: str, n: int, seed: int, chunk: int) -> list:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--wm", required=True, help="a world model trained with backward windows (p_backward > 0)")
+    ap.add_argument("--wm", required=True, help="the simulator: the world model whose rollouts are judged")
+    ap.add_argument("--round-trip-wm", default="",
+                    help="a backward copy of --wm that plays its rollouts back (default: --wm itself, which must then "
+                         "have been trained with backward windows)")
     ap.add_argument("--calibration", required=True, help="the calibrator (trust_study.py's calibration.json)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per scene")
     ap.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
@@ -56,8 +59,11 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     model = load_world_model(args.wm)
-    if model.cfg.p_backward <= 0:
-        raise SystemExit(f"{args.wm} was trained forward only (p_backward = 0); the round trip needs backward windows")
+    back = load_world_model(args.round_trip_wm) if args.round_trip_wm else None
+    try:
+        check_backward_model(model, back)
+    except ValueError as err:
+        raise SystemExit(f"{args.wm}: {err} (pass it as --round-trip-wm)") from None
     cal = Calibrator.from_json(json.loads(Path(args.calibration).read_text()))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,14 +72,14 @@ def main() -> None:
     for variant in VARIANTS:
         t0 = time.perf_counter()
         eps = episodes(variant, args.episodes, args.seed, model.cfg.chunk)
-        rows[variant] = trust_rows(model, eps, get_probe(ENV), args.depths, seed=0)
+        rows[variant] = trust_rows(model, eps, get_probe(ENV), args.depths, seed=0, backward=back)
         r = rows[variant]
         feats = {"round_trip": r["round_trip"], "idm": r["idm"], "depth": r["depth"].astype(float), "start": r["start"]}
         distrust[variant] = 1.0 - cal.trust(feats)
         print(f"{variant or 'training scene':<16} {len(r['depth'])} rows, object error {r['object'].mean():.4f} m, "
               f"mean trust {1 - distrust[variant].mean():.3f} ({time.perf_counter() - t0:.0f} s)")
     base = rows[""]
-    metrics = {"wm": args.wm, "calibration": args.calibration, "episodes": args.episodes, "seed": args.seed,
+    metrics = {"wm": args.wm, "round_trip_wm": args.round_trip_wm, "calibration": args.calibration, "episodes": args.episodes, "seed": args.seed,
                "depths": args.depths, "variants": {}}
     for variant, r in rows.items():
         fig = {"description": VARIANTS[variant], "rows": int(len(r["depth"])), "mean_trust": float(1 - distrust[variant].mean()),

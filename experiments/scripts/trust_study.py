@@ -26,11 +26,15 @@ from wmsuite.data import load_episodes
 from wmsuite.envs import get_probe
 from wmsuite.eval_harness.trust_study import calibration_figures, signal_figures, trust_rows
 from wmsuite.world_models import load_world_model
+from wmsuite.world_models.trust import check_backward_model
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--wm", required=True, help="a world model trained with backward windows (p_backward > 0)")
+    ap.add_argument("--wm", required=True, help="the simulator: the world model whose rollouts are judged")
+    ap.add_argument("--round-trip-wm", default="",
+                    help="a backward copy of --wm that plays its rollouts back (default: --wm itself, which must then "
+                         "have been trained with backward windows)")
     ap.add_argument("--fit-data", required=True)
     ap.add_argument("--test-data", required=True)
     ap.add_argument("--env", default="wmsuite/PushCube-v0")
@@ -45,8 +49,11 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     model = load_world_model(args.wm)
-    if model.cfg.p_backward <= 0:
-        raise SystemExit(f"{args.wm} was trained forward only (p_backward = 0); the round trip needs backward windows")
+    back = load_world_model(args.round_trip_wm) if args.round_trip_wm else None
+    try:
+        check_backward_model(model, back)
+    except ValueError as err:
+        raise SystemExit(f"{args.wm}: {err} (pass it as --round-trip-wm)") from None
     probe = get_probe(args.env)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -55,10 +62,11 @@ def main() -> None:
     for name, path in (("fit", args.fit_data), ("test", args.test_data)):
         t0 = time.perf_counter()
         rows[name] = trust_rows(model, load_episodes(path), probe, args.depths, seed=args.seed,
-                                samples=args.samples)
+                                samples=args.samples, backward=back)
         np.savez(out / f"rows_{name}.npz", **rows[name])
         print(f"{name}: {len(rows[name]['depth'])} rows from {path} in {time.perf_counter() - t0:.0f} s")
-    metrics = {"wm": args.wm, "samples": args.samples, "fit_data": args.fit_data, "test_data": args.test_data, "depths": args.depths,
+    metrics = {"wm": args.wm, "round_trip_wm": args.round_trip_wm, "samples": args.samples,
+               "fit_data": args.fit_data, "test_data": args.test_data, "depths": args.depths,
                "signals_test": signal_figures(rows["test"]), "signals_fit": signal_figures(rows["fit"]),
                "calibration": {}}
     for truth in ("object", "latent"):

@@ -4,7 +4,9 @@
 # fresh warm-up + cosine; resumable (rerun to go on); then a heads pass on real and generated frames
 # of the new dynamics, as after every phase of the shipped recipe (without it the heads read the new
 # dynamics' frames as the old ones were drawn); exported to $OUT-export.
-# STEPS: the dynamics step to reach (the shipped model is at 35,000); LR; P_BACKWARD; THREADS; OUT.
+# STEPS: the dynamics step to reach (the shipped model is at 35,000); LR; P_BACKWARD; THREADS; OUT;
+# HEADS=0 skips the heads pass (a backward-only copy used by the round trip alone reads its frames
+# with the forward simulator's heads, so its own are left as they were).
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
 OUT=${OUT:-runs/wm-bwd}
@@ -13,6 +15,6 @@ if [ ! -d "$OUT/latest" ]; then mkdir -p "$OUT/latest" && cp assets/wm/pushcube/
 wmsuite train-wm --data $DATA --out "$OUT" --resume --stage dynamics --dynamics.restart-schedule \
     --dynamics.steps ${STEPS:-37000} --dynamics.lr ${LR:-1.5e-4} --dynamics.save-every 250 --seed ${SEED:-21} \
     --model.p-backward ${P_BACKWARD:-0.5}
-wmsuite train-wm --data $DATA --out "$OUT" --seed ${SEED:-21} --stage heads --model.sampling-steps 3 \
+[ "${HEADS:-1}" = 0 ] || wmsuite train-wm --data $DATA --out "$OUT" --seed ${SEED:-21} --stage heads --model.sampling-steps 3 \
     --heads-train.steps 1500 --heads.labels detector
 python -m wmsuite.world_models.export "$OUT" "$OUT-export" --sampling-steps 3

@@ -116,7 +116,7 @@ def test_a_truncated_dataset_is_one_error_in_every_command(tmp_path, capsys):
 
 
 def test_derived_labels_tell_policies_apart():
-    from wmsuite.cli.eval import _labelled, unique_labels
+    from wmsuite.cli.eval_setup import _labelled, unique_labels
 
     entries = unique_labels([_labelled(s) for s in ("a/final", "b/final", "assets:policies/x", "expert@0.5",
                                                     'm:Exp{"skill": 1.0}', 'm:Exp{"skill": 0.0}', "mine=m:Exp")])

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from wmsuite.cli.common import resolve_policy
-from wmsuite.cli.eval import EvalConfig, make_env_factory
+from wmsuite.cli.eval import EvalConfig
+from wmsuite.cli.eval_setup import make_env_factory
 from wmsuite.envs import get_probe, make_env
 from wmsuite.envs.behaviours import make_behaviour
 from wmsuite.rollout import RolloutConfig, rollout

@@ -141,6 +141,43 @@ def test_round_trip_and_a_calibrator_give_every_policy_a_mean_trust(tmp_path, ca
     assert not (tmp_path / "other" / "episodes.jsonl").exists()
 
 
+@pytest.mark.slow
+def test_a_backward_copy_plays_the_round_trip_and_leaves_the_imagined_episodes_as_they_were(tmp_path, capsys):
+    from wmsuite.cli import main
+    from wmsuite.world_models.trust import Calibrator
+
+    _tiny_checkpoint(tmp_path / "wm")  # the simulator: forward only
+    _tiny_checkpoint(tmp_path / "back", p_backward=1.0)  # its backward copy
+    cal = Calibrator(("round_trip", "idm", "depth"), (-1.0, 0.5, 0.2, 0.01), sigma=0.7, tau=0.5)
+    (tmp_path / "back" / "calibration.json").write_text(json.dumps(cal.to_json()))  # found beside the copy
+    base = ["eval", "--wm", str(tmp_path / "wm"), "--policies", *POLICIES, "--episodes", "2", "--num-envs", "2",
+            "--videos", "0", "--judge", "head"]
+    assert main([*base, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*base, "--round-trip", "--round-trip-wm", str(tmp_path / "back"), "--out", str(tmp_path / "rt")]) == 0
+
+    def wm_records(run):
+        lines = (tmp_path / run / "episodes.jsonl").read_text().splitlines()
+        return sorted((r for r in map(json.loads, lines) if r["sim"] == "wm"), key=lambda r: (r["policy"], r["episode"]))
+
+    plain, rt = wm_records("plain"), wm_records("rt")
+    assert len(plain) == len(rt) == 4
+    for a, b in zip(plain, rt):
+        assert all(r["trust_round_trip_mean"] > 0 for r in rt)
+        assert {k: v for k, v in b.items() if k in a and k != "wall_time_s"} == \
+            {k: v for k, v in a.items() if k != "wall_time_s"}  # the simulator imagined the same episodes
+    metrics = json.loads((tmp_path / "rt" / "metrics.json").read_text())
+    assert metrics["calibration"]["path"] == str(tmp_path / "back" / "calibration.json")
+    assert "round_trip_wm" in json.loads((tmp_path / "rt" / "run.json").read_text())["identity"]
+    capsys.readouterr()
+    # a copy that cannot step backward is refused before any rollout
+    assert main([*base, "--round-trip", "--round-trip-wm", str(tmp_path / "wm"), "--out", str(tmp_path / "x")]) == 2
+    assert "round-trip model was trained forward only" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "episodes.jsonl").exists()
+    with pytest.raises(SystemExit) as exit_:  # a config error: the parser stops with code 2
+        main([*base, "--round-trip-wm", str(tmp_path / "back"), "--out", str(tmp_path / "y")])
+    assert exit_.value.code == 2 and "add --round-trip" in capsys.readouterr().err
+
+
 def _figures(metrics: dict) -> str:
     """Every figure but the wall time, as text (a constant prediction makes some NaN, and NaN != NaN)."""
     return json.dumps({k: v for k, v in metrics.items() if k != "wall_time_s"}, sort_keys=True)

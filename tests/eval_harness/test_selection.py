@@ -76,7 +76,8 @@ def test_a_test_run_is_needed_only_where_a_candidate_is_chosen():
 def test_eval_split_picks_the_split_and_its_seed(tmp_path):
     """`wmsuite eval --split` keeps the manifest's policies of that split with family and split labels,
     starts from the seed the manifest names for it (an explicit --seed wins), and refuses what it cannot do."""
-    from wmsuite.cli.eval import EvalConfig, policy_entries, resolve_judge
+    from wmsuite.cli.eval import EvalConfig
+    from wmsuite.cli.eval_setup import policy_entries, resolve_judge
 
     manifest = tmp_path / "zoo.json"
     manifest.write_text(json.dumps({

@@ -149,6 +149,16 @@ def test_bench_times_the_round_trip_of_a_model_that_steps_backward(tmp_path, cap
     r = bench_round_trip(model, lambda: make_env("wmsuite/PushCube-v0"), [1], depth=3, repeats=1)
     # 12 forward actions with context 4: back from frame 12 to frame 0 is 9 frames, 3 chunks of 4
     assert r[1]["chunks"] == 3 and facts["chunk"] == 4
+    # a forward-only simulator is timed with a backward copy of it
+    _tiny_checkpoint(tmp_path / "fwd")
+    assert main(["bench", "wm", "--wm", str(tmp_path / "fwd"), "--round-trip-wm", str(tmp_path / "wm"),
+                 "--batch-sizes", "1", "--steps", "1", "--repeats", "1", "--sim-steps", "5",
+                 "--round-trip-depth", "3", "--out", str(tmp_path / "c")]) == 0
+    assert json.loads((tmp_path / "c" / "metrics.json").read_text())["round_trip_ms_b1"] > 0
+    capsys.readouterr()
+    assert main(["bench", "wm", "--wm", str(tmp_path / "fwd"), "--round-trip-wm", str(tmp_path / "fwd"),
+                 "--out", str(tmp_path / "d")]) == 2
+    assert "round-trip model was trained forward only" in capsys.readouterr().err
 
 
 def test_weight_average_checkpoints_hold_the_average_and_resume_trains_the_raw_weights(pushcube_file, tmp_path):

@@ -14,7 +14,7 @@ import torch
 from tests.world_models.conftest import tiny_model
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import Calibrator, round_trip_chunks, round_trip_error
+from wmsuite.world_models.trust import Calibrator, check_backward_model, round_trip_chunks, round_trip_error
 
 K, H, A, C, S = 3, 2, 2, 2, 3  # context, chunk, action size, latent channels, latent side
 RATE = 0.8  # the oracle's contraction per forward frame
@@ -102,6 +102,59 @@ def test_more_backward_samples_average_the_backward_noise_out():
     assert err[16] < err[1] / 8
     with pytest.raises(ValueError, match="samples"):
         round_trip_error(model, f0, current, actions, samples=0)
+
+
+class WrongWayBack(Oracle):
+    """The oracle as a simulator that cannot step backward: each of its backward frames drifts by
+    `drift`. Counts its heads' calls, which a separate backward model must not replace."""
+
+    def __init__(self, drift: float) -> None:
+        super().__init__()
+        self.drift, self.head_calls = drift, 0
+
+    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None):
+        out = super().generate(context, actions, direction, steps, generator)
+        return out if direction == FORWARD else out + self.drift
+
+    def predict_heads(self, latents):
+        self.head_calls += 1
+        return super().predict_heads(latents)
+
+
+class Headless(Oracle):
+    def predict_heads(self, latents):
+        raise AssertionError("the backward model's heads read the landing point")
+
+
+@pytest.mark.parametrize("n", [4, 7])
+def test_a_separate_backward_model_plays_the_rollout_back_and_the_simulator_reads_it(n):
+    sim, back = WrongWayBack(drift=0.3), Headless()
+    f0, current, actions = _imagine(Oracle(), n)  # an exact forward rollout
+    env = f0.mean(dim=(-1, -2))
+    own = round_trip_error(sim, f0, current, actions, start_env_state=env)
+    assert (own["latent"] > 0.01).all()  # the simulator's own way back drifts
+    sim.calls = 0
+    out = round_trip_error(sim, f0, current, actions, start_env_state=env, backward=back)
+    torch.testing.assert_close(out["latent"], torch.zeros(4, dtype=f0.dtype), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out["env_state"], torch.zeros(4, C, dtype=f0.dtype), atol=1e-5, rtol=0)
+    assert sim.calls == 0 and back.calls == round_trip_chunks(n, K, H) and sim.head_calls == 2
+
+
+def test_a_backward_copy_must_step_backward_and_share_the_simulators_latents(episodes):
+    sim = tiny_model(episodes)  # forward only
+    with pytest.raises(ValueError, match="simulator was trained forward only"):
+        check_backward_model(sim)
+    check_backward_model(tiny_model(episodes, p_backward=0.5))  # a model that plays itself back
+    copy = tiny_model(episodes, p_backward=1.0)
+    check_backward_model(sim, copy)  # same codec, same shapes
+    with pytest.raises(ValueError, match="round-trip model was trained forward only"):
+        check_backward_model(sim, tiny_model(episodes))
+    with pytest.raises(ValueError, match="chunk is 3, the simulator's 2"):
+        check_backward_model(sim, tiny_model(episodes, p_backward=1.0, chunk=3))
+    with torch.no_grad():
+        copy.codec.latent_std.mul_(1.5)
+    with pytest.raises(ValueError, match="codec differs"):
+        check_backward_model(sim, copy)
 
 
 def test_round_trip_cost_by_hand():
@@ -248,10 +301,14 @@ def test_bad_calibration_inputs_are_refused():
         Calibrator(("depth",), (0.0, 1.0), sigma=-1.0)
 
 
-def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_the_same(episodes):
+@pytest.mark.parametrize("copy", [False, True])
+def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_the_same(episodes, copy):
     """With round_trip=True every imagined episode ends with one `trust/round_trip` value, the one
-    `round_trip_error` gives from the env's own start latent, context and actions, and the imagined
-    episodes are those of the env without it (the backward passes draw their own noise)."""
+    `round_trip_error` gives from the env's own start latent, context and actions (played back by
+    the simulator itself, or by a backward copy with weights of its own), and the imagined episodes
+    are those of the env without it (the backward passes draw their own noise)."""
+    sim = dict(p_backward=0.0 if copy else 0.5, camera="top")
+    back = tiny_model(episodes, seed=1, p_backward=1.0, camera="top") if copy else None
     from wmsuite.rollout import RolloutConfig
     from wmsuite.rollout import rollout as run_policy
     from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
@@ -264,8 +321,8 @@ def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_t
             return np.full((len(obs["agent_pos"]), 2, 2), 0.5, np.float32)
 
     def run(round_trip):
-        env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
-                            seed=0, round_trip=round_trip)
+        env = WorldModelEnv(tiny_model(episodes, **sim), EpisodeContext(episodes), num_envs=2, horizon=3,
+                            seed=0, round_trip=round_trip, round_trip_model=back if round_trip else None)
         return list(run_policy(Push(), env, RolloutConfig(episodes=4, seed=0, progress=False, record_frames=True)))
 
     with_rt, without = run(True), run(False)
@@ -277,8 +334,8 @@ def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_t
         assert len(a.meta["trust"]["trust/idm_error"]) == a.length // 2  # the per-step signals are all there
 
     # the value is round_trip_error's on the env's state at the episode's end
-    env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=2,
-                        seed=0, round_trip=True)
+    env = WorldModelEnv(tiny_model(episodes, **sim), EpisodeContext(episodes), num_envs=2, horizon=2,
+                        seed=0, round_trip=True, round_trip_model=back)
     env.reset(seed=[0, 1])
     start = env.state.context[:, -1].clone()
     chunks = [np.full((2, 2, 2), v, np.float32) for v in (0.5, -0.25)]
@@ -286,9 +343,19 @@ def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_t
     _, _, term, trunc, info = env.step(chunks[1])
     assert (term | trunc).all() and info["_trust/round_trip"].all()
     gen = torch.Generator().manual_seed(env._gen.initial_seed())
-    want = round_trip_error(env.model, start, env.state.context, torch.as_tensor(np.concatenate(chunks, 1)),
-                            generator=gen)["latent"]
+    acts = torch.as_tensor(np.concatenate(chunks, 1))
+    want = round_trip_error(env.model, start, env.state.context, acts, generator=gen, backward=back)["latent"]
     np.testing.assert_allclose(info["trust/round_trip"], want.numpy(), rtol=1e-5, atol=1e-7)
+    if copy:  # the copy, not the simulator, played it back
+        gen = torch.Generator().manual_seed(env._gen.initial_seed())
+        own = round_trip_error(env.model, start, env.state.context, acts, generator=gen)["latent"]
+        assert not np.allclose(info["trust/round_trip"], own.numpy(), rtol=1e-3)
+    with pytest.raises(ValueError, match="add round_trip=True"):
+        WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=2,
+                      round_trip_model=tiny_model(episodes, p_backward=1.0, camera="top"))
+    with pytest.raises(ValueError, match="forward only"):
+        WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=2,
+                      round_trip=True)
 
 
 def test_trust_scores_are_calibrated_probabilities_of_a_tolerable_error():

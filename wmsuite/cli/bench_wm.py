@@ -4,9 +4,10 @@
 
 metrics.json keys: wm_frames_per_s (batch 64), wm_frames_per_s_b<B> and wm_action_steps_per_s_b<B>
 for every batch, sim_steps_per_s (one real env, rendering 64 px), ratio_b64 (= wm_frames_per_s /
-sim_steps_per_s), torch_threads; for a world model trained to step backward too, round_trip_ms_b<B>
-and round_trip_cost_b<B>: the round-trip trust signal's time for a rollout of --round-trip-depth chunks
-and its ratio to that rollout's own time (what `wmsuite eval --round-trip` adds).
+sim_steps_per_s), torch_threads; with --round-trip-wm (or a world model trained to step backward
+too), round_trip_ms_b<B> and round_trip_cost_b<B>: the round-trip trust signal's time for a rollout
+of --round-trip-depth chunks and its ratio to that rollout's own time (what `wmsuite eval
+--round-trip` adds).
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ class BenchWMConfig:
     seed: int = 0
     """Seed of the random actions and contexts."""
     round_trip_depth: int = 8
-    """Chunks of the rollout whose round trip is timed (world models with backward windows only)."""
+    """Chunks of the rollout whose round trip is timed (with --round-trip-wm, or for a world model
+    trained with backward windows)."""
+    round_trip_wm: str = ""
+    """A backward copy of --wm that plays its rollouts back (`wmsuite eval --round-trip-wm`); the round
+    trip is timed through it ('': through --wm, if it was trained with backward windows)."""
 
     def __post_init__(self) -> None:
         check_precision(self.precision)
@@ -62,8 +67,14 @@ def run(cfg: BenchWMConfig) -> int:
     from wmsuite.envs import make_env
     from wmsuite.eval_harness.bench_wm import bench_real_env, bench_round_trip, bench_world_model
     from wmsuite.world_models import load_world_model
+    from wmsuite.world_models.trust import check_backward_model
 
     model = load_world_model(cfg.wm, sampling_steps=cfg.sampling_steps or None, precision=cfg.precision or None)
+    back = None
+    if cfg.round_trip_wm:
+        back = load_world_model(cfg.round_trip_wm, sampling_steps=cfg.sampling_steps or None,
+                                precision=cfg.precision or None)
+        check_backward_model(model, back)  # before any timing
     size = model.codec_cfg.image_size
 
     def real() -> object:
@@ -85,9 +96,9 @@ def run(cfg: BenchWMConfig) -> int:
     last = max(wm)
     metrics["wm_frames_per_s"] = wm[64]["frames_per_s"] if 64 in wm else wm[last]["frames_per_s"]
     metrics["ratio_b64"] = metrics["wm_frames_per_s"] / sim
-    if model.cfg.p_backward > 0:
+    if back is not None or model.cfg.p_backward > 0:
         rt = bench_round_trip(model, real, cfg.batch_sizes, depth=cfg.round_trip_depth, repeats=cfg.repeats,
-                              seed=cfg.seed)
+                              seed=cfg.seed, backward=back)
         print(f"round trip after {cfg.round_trip_depth} chunks: {'batch':>6} {'forward ms':>11} {'round trip ms':>14} "
               f"{'ratio':>6}")
         for b, r in rt.items():
@@ -95,7 +106,8 @@ def run(cfg: BenchWMConfig) -> int:
             metrics[f"round_trip_ms_b{b}"] = r["round_trip_ms"]
             metrics[f"round_trip_cost_b{b}"] = r["cost_ratio"]
     else:
-        print("round trip: not timed (the world model was trained forward only)")
+        print("round trip: not timed (the world model was trained forward only; time a backward copy with "
+              "--round-trip-wm)")
     if cfg.out:
         print(f"wrote {write_metrics(cfg.out, metrics)}")
     return 0

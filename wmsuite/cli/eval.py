@@ -17,7 +17,6 @@ manifest, and specs nested in another spec, may name checkpoints, `assets:` entr
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import zlib
@@ -26,23 +25,23 @@ from pathlib import Path
 
 import numpy as np
 
-from wmsuite.cli.common import check_env_id, check_precision, resolve_policy
-from wmsuite.eval_harness.abstention import CalibratedTrust, plot_curves
-from wmsuite.eval_harness.evaluate import EvalSetup, PolicyEntry, evaluate
-from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
-from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
-from wmsuite.runs import open_run
-from wmsuite.specs import (
-    CALIBRATION,
-    check_trust,
-    file_digest,
-    is_code_spec,
-    resolve_asset,
-    spec_fingerprint,
-    trust_code,
+from wmsuite.cli.common import check_env_id, check_precision
+from wmsuite.cli.eval_setup import (
+    _holds_static,
+    calibrated_trust,
+    load_model,
+    load_round_trip_model,
+    make_env_factory,
+    make_policy_factory,
+    policy_entries,
+    resolve_judge,
 )
-
-_LABEL = re.compile(r"^([A-Za-z0-9._@+-]+)=(.+)$", re.S)
+from wmsuite.eval_harness.abstention import plot_curves
+from wmsuite.eval_harness.evaluate import EvalSetup, evaluate
+from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
+from wmsuite.rollout import RolloutConfig, rollout
+from wmsuite.runs import open_run
+from wmsuite.specs import file_digest, resolve_asset, spec_fingerprint, trust_code
 
 
 @dataclass
@@ -67,14 +66,21 @@ class EvalConfig:
     """Which of the manifest's policies to run: 'validation' (tune checkpoints, recipes and judges on
     these), 'test' (report these) or 'all'. A split's episodes start from the seed the manifest names for it."""
     round_trip: bool = False
-    """Measure each imagined episode's round-trip error when it ends (a backward pass through the world
-    model to the real start; `trust_round_trip_*` in episodes.jsonl and the policy rows). Needs a world
-    model trained with backward windows (`p_backward` > 0) and doubles the world model's work."""
+    """Measure each imagined episode's round-trip error when it ends (a backward pass to the real start;
+    `trust_round_trip_*` in episodes.jsonl and the policy rows). The backward pass runs through
+    --round-trip-wm, else through --wm itself, which must then have been trained with backward windows
+    (`p_backward` > 0). Doubles the world model's work."""
+    round_trip_wm: str = ""
+    """With --round-trip: a backward copy of --wm that plays the imagined episodes back, so that --wm
+    imagines exactly as without the round trip (fine-tuned from --wm on backward windows only:
+    P_BACKWARD=1 HEADS=0 experiments/scripts/wm_backward_train.sh). Its landing point is read with
+    --wm's heads. '' : --wm plays its own episodes back."""
     calibration: str = ""
     """With --round-trip: the calibrator (JSON, world_models/trust.py) that turns each imagined episode's
-    round-trip error, inverse-dynamics error, depth and start-reading error into one trust score in [0, 1], the predicted
-    probability that the episode's error is tolerable; adds per-policy `mean_trust`, abstention and
-    `trust_error_spearman` to the metrics ('': calibration.json beside the world model, if it has one)."""
+    round-trip error, inverse-dynamics error, depth and start-reading error into one trust score in
+    [0, 1], the predicted probability that the episode's error is tolerable; adds per-policy
+    `mean_trust`, abstention and `trust_error_spearman` to the metrics ('': calibration.json beside
+    --round-trip-wm, or beside --wm without one, if there is one)."""
     idm_stop: float = 0.0
     """Stop an imagined episode at the first step whose inverse-dynamics error (recovered vs given
     actions, mean over the chunk) exceeds this (0: never). A stopped episode counts as a failure in
@@ -123,8 +129,9 @@ class EvalConfig:
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
         if self.judge not in (*JUDGES, "auto"):
             raise ValueError(f"--judge must be auto or one of {', '.join(JUDGES)}, got {self.judge!r}")
-        if self.calibration and not self.round_trip:
-            raise ValueError("--calibration scores the round trip of imagined episodes; add --round-trip")
+        if (self.calibration or self.round_trip_wm) and not self.round_trip:
+            flag = "--calibration scores" if self.calibration else "--round-trip-wm plays back"
+            raise ValueError(f"{flag} the round trip of imagined episodes; add --round-trip")
         if not (math.isfinite(self.idm_stop) and self.idm_stop >= 0):
             raise ValueError(f"--idm-stop must be 0 (off) or a positive inverse-dynamics error, got {self.idm_stop}")
         if not 0 <= self.real_episodes < self.episodes:
@@ -138,167 +145,6 @@ class EvalConfig:
 CONFIG = EvalConfig
 
 
-def policy_entries(cfg: EvalConfig) -> tuple[list[PolicyEntry], set[str], int]:
-    """The labelled policies to evaluate, the specs among them that are the user's own (typed on
-    the command line) and the seed of episode 0, after the trust check of every spec (nothing is
-    imported here)."""
-    seed = cfg.seed
-    if cfg.policies:
-        if cfg.split != "all":
-            raise ValueError("--split picks policies from a zoo manifest; it does not apply to --policies")
-        entries = [_labelled(s) for s in cfg.policies]
-        trusted, source = {e.spec for e in entries}, "--policies"
-    else:
-        path = resolve_asset(cfg.zoo)
-        if not path.is_file():
-            raise FileNotFoundError(f"no zoo manifest at {path}; build one with `wmsuite zoo` or pass --policies")
-        try:
-            manifest = json.loads(path.read_text())
-            entries = [PolicyEntry(name=str(p["name"]), spec=str(p["spec"]), family=str(p.get("family", "")),
-                                   split=str(p.get("split", ""))) for p in manifest.get("policies", [])]
-            splits = manifest.get("splits", {})
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise ValueError(f"{path} is not a zoo manifest ({{'policies': [{{'name', 'spec'}}, ...]}}): {err}") from err
-        if cfg.split != "all":
-            if cfg.split not in splits:
-                raise ValueError(f"{path} defines no {cfg.split!r} split (it has: {', '.join(splits) or 'none'}); "
-                                 "use --split all")
-            entries = [e for e in entries if e.split == cfg.split]
-            if seed is None:
-                seed = int(splits[cfg.split].get("seed", 0))
-        if len(entries) < 2:
-            raise ValueError(f"{path} lists {len(entries)} policies; comparing simulators needs at least 2")
-        trusted, source = set(), str(path)
-    seen: dict[str, str] = {}
-    entries = unique_labels(entries)
-    for e in entries:
-        if e.name in seen:
-            raise ValueError(f"the label {e.name!r} names two policies ({seen[e.name]!r} and {e.spec!r}); give "
-                             "each a unique label with 'label=spec'")
-        seen[e.name] = e.spec
-        with trust_code(cfg.trust_code):
-            check_trust(e.spec, trusted=e.spec in trusted, source=source)
-    return entries, trusted, 0 if seed is None else seed
-
-
-def _labelled(text: str) -> PolicyEntry:
-    """'label=spec' as given, else a label derived from the spec (see the module docstring)."""
-    m = _LABEL.match(text)
-    if m and not Path(text).exists():
-        return PolicyEntry(name=m.group(1), spec=m.group(2))
-    return PolicyEntry(name="", spec=text)
-
-
-def unique_labels(entries: list[PolicyEntry]) -> list[PolicyEntry]:
-    """Fill in derived labels: a spec's attribute or last path part, or the whole spec (spaces
-    dropped) for the specs whose short labels would collide with another's."""
-    def short(spec: str) -> str:
-        if is_code_spec(spec):
-            return spec.split(":", 1)[1].split("{", 1)[0]
-        return Path(spec.removeprefix("assets:")).name or spec
-
-    derived = [e.name or short(e.spec) for e in entries]
-    out = []
-    for e, label in zip(entries, derived, strict=True):
-        if not e.name and derived.count(label) > 1:
-            label = re.sub(r"\s+", "", e.spec)
-        out.append(PolicyEntry(name=label, spec=e.spec, family=e.family, split=e.split))
-    return out
-
-
-@dataclass(frozen=True)
-class PolicyFactory:
-    """(spec, seed) -> a fresh policy; a plain picklable object, so that the real-simulator worker
-    process (eval_harness/evaluate.py) rebuilds policies exactly as this process does."""
-
-    cfg: EvalConfig
-    horizon: int
-    trusted: frozenset[str] = frozenset()
-
-    def __call__(self, spec: str, seed: int):
-        return resolve_policy(spec, env_id=self.cfg.env, seed=seed, device=self.cfg.device, horizon=self.horizon,
-                              trusted=spec in self.trusted, trust_code=self.cfg.trust_code)
-
-
-def make_policy_factory(cfg: EvalConfig, horizon: int, trusted: set[str] = frozenset()) -> PolicyFactory:
-    return PolicyFactory(cfg, horizon, frozenset(trusted))
-
-
-def load_model(cfg: EvalConfig):
-    """The world model, loaded once: its chunk sets both simulators' control protocol, and every
-    learned-simulator env of the run (evaluation and videos) shares it."""
-    from wmsuite.world_models import load_world_model
-
-    return load_world_model(resolve_asset(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None,
-                            precision=cfg.precision or None)
-
-
-def _holds_static(env_id: str) -> bool:
-    """Whether --hold-static changes anything for `env_id` (its probe names a fixed state)."""
-    from wmsuite.envs import PROBES
-
-    probe = PROBES.get(env_id)
-    return probe is not None and probe.static_state is not None
-
-
-def resolve_judge(cfg: EvalConfig) -> str:
-    """--judge with 'auto' replaced by the judge it stands for on `cfg.env` (see the field)."""
-    if cfg.judge != "auto":
-        return cfg.judge
-    from wmsuite.envs import PROBES
-
-    probe = PROBES.get(cfg.env)
-    return "tracked" if probe is not None and probe.reach is not None else "head"
-
-
-def make_env_factory(cfg: EvalConfig, model) -> EnvFactory:
-    """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model`. Bad
-    judge settings fail here, before any rollout."""
-    from wmsuite.envs import PROBES
-
-    probe, judge = PROBES.get(cfg.env), resolve_judge(cfg)
-    if probe is None and judge != "head":
-        raise ValueError(f"--judge {judge} needs the task's success rule, and {cfg.env} has no task probe; "
-                         "use --judge head")
-    if judge == "tracked" and (probe is None or probe.reach is None):
-        raise ValueError(f"--judge tracked needs the task probe's reach, and {cfg.env}'s probe defines none; "
-                         "use --judge state")
-    return EnvFactory(replace(cfg, judge=judge), model)
-
-
-class EnvFactory:
-    """See `make_env_factory`. Picklable for the real-simulator worker process: pickled without the
-    world model, which that worker never builds (it asks for 'real' only)."""
-
-    def __init__(self, cfg: EvalConfig, model) -> None:
-        self.cfg, self.model = cfg, model
-
-    def __getstate__(self) -> dict:
-        return {"cfg": self.cfg, "model": None}
-
-    def __call__(self, sim: str):
-        # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
-        from wmsuite.envs import PROBES
-        from wmsuite.world_models import ObjectTracking, make_world_model_env
-
-        cfg = self.cfg
-        if sim == "real":
-            return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
-        if self.model is None:
-            raise RuntimeError("this env factory was pickled without its world model; it makes real envs only")
-        probe = PROBES.get(cfg.env)
-        tracking = None
-        if probe is not None and probe.reach is not None:
-            tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach)
-        return make_world_model_env(self.model, cfg.env, cfg.num_envs, device=cfg.device,
-                                    sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
-                                    success_fn=probe.success_from_env_state if probe is not None else None,
-                                    tracking=tracking,
-                                    static_state=probe.static_state if probe is not None and cfg.hold_static
-                                    else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None,
-                                    start_reading=probe.object_xy if probe is not None and cfg.round_trip else None)
-
-
 def run(cfg: EvalConfig) -> int:
     from wmsuite.world_models import resolve_checkpoint
 
@@ -307,9 +153,7 @@ def run(cfg: EvalConfig) -> int:
     check_env_id(cfg.env)
     cfg = replace(cfg, seed=seed, judge=resolve_judge(cfg))
     model = load_model(cfg)  # a checkpoint that is not a world model fails here, before any rollout
-    if cfg.round_trip and model.cfg.p_backward <= 0:
-        raise ValueError(f"--round-trip needs a world model trained to step backward too, and {cfg.wm} was trained "
-                         "forward only (p_backward = 0); fine-tune one with experiments/scripts/wm_backward_train.sh")
+    back = load_round_trip_model(cfg, model)  # so do round-trip settings that cannot work
     trust_score = calibrated_trust(cfg, model.cfg.chunk) if cfg.round_trip else None
     with trust_code(cfg.trust_code):
         policies = {e.name: {"spec": e.spec, "files": spec_fingerprint(e.spec)} for e in entries}
@@ -319,6 +163,8 @@ def run(cfg: EvalConfig) -> int:
                 **({"hold_static": True} if cfg.hold_static and _holds_static(cfg.env) else {}),
                 **({"real_episodes": cfg.real_episodes} if cfg.real_episodes else {}),
                 **({"round_trip": True} if cfg.round_trip else {}),
+                **({"round_trip_wm": file_digest(resolve_checkpoint(resolve_asset(cfg.round_trip_wm)))}
+                   if cfg.round_trip_wm else {}),
                 **({"idm_stop": cfg.idm_stop} if cfg.idm_stop else {}),
                 **({"precision": model.cfg.precision} if model.cfg.precision != "float32" else {}),
                 "policies": policies}
@@ -326,7 +172,7 @@ def run(cfg: EvalConfig) -> int:
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
                       seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
-                      make_env=make_env_factory(cfg, model), act_every=chunk,
+                      make_env=make_env_factory(cfg, model, back), act_every=chunk,
                       real_episodes=cfg.real_episodes or None, trust_score=trust_score, parallel=cfg.parallel)
     metrics = evaluate(setup, out)
     if trust_score is not None:  # which calibrator scored the episodes (it is not part of the run's identity)
@@ -366,21 +212,6 @@ def run(cfg: EvalConfig) -> int:
           f"{cfg.episodes} episodes, {metrics['wall_time_s']:.0f} s)")
     print(f"report: {report}")
     return 0
-
-
-def calibrated_trust(cfg: EvalConfig, chunk: int) -> CalibratedTrust | None:
-    """The trust score of --calibration (default: the file beside the world model), or None with a
-    note when the default file is absent; an explicit file that is missing or bad fails here."""
-    from wmsuite.world_models import resolve_checkpoint
-
-    path = Path(cfg.calibration) if cfg.calibration else resolve_checkpoint(resolve_asset(cfg.wm)) / CALIBRATION
-    if not path.exists():
-        if cfg.calibration:
-            raise FileNotFoundError(f"--calibration {path} does not exist; write one with "
-                                    "experiments/scripts/trust_study.py")
-        print(f"note: {path} does not exist: round-trip errors are recorded, but no trust score (pass --calibration)")
-        return None
-    return CalibratedTrust.load(path, chunk)
 
 
 def _print_trust(metrics: dict, w: int) -> None:

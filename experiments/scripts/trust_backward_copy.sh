@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# #26's figures with the round trip played back by a backward copy of the shipped model: the
+# simulator ($WM, default the shipped one) imagines exactly as without the round trip, and the copy
+# ($BACK) steps backward only. Stages (STAGE=...; default all, in this order):
+#   train    the copy: the shipped model fine-tuned 2,000 steps on backward windows only (lr 1.5e-4,
+#            no heads pass: the simulator's heads read its frames); about 15 min on one core
+#   study    open loop on recorded episodes: signals against the truth and the calibrator, fitted
+#            on data/pushcube_val.hdf5, measured on data/pushcube_heldout.hdf5; the calibrator is
+#            copied beside the copy, where `wmsuite eval` finds it
+#   ood      the scene variants' AUROC
+#   eval     closed loop with --round-trip (trust per policy, abstention, policy-level Spearman): the
+#            families zoo's $SPLITS (default: test; nothing here is tuned), then the default zoo
+#   bench    `bench wm` with the round trip's cost
+# Needs the data files: bash experiments/scripts/pushcube_data.sh. Results in $OUT.
+set -euo pipefail
+export MUJOCO_GL=egl
+WM=${WM:-assets/wm/pushcube}
+BACK=${BACK:-runs/wm-back-export}
+OUT=${OUT:-runs/trust-back}
+STAGE=${STAGE:-all}
+mkdir -p "$OUT"
+if [[ $STAGE == train || $STAGE == all ]]; then
+  OUT=${BACK%-export} P_BACKWARD=1.0 LR=1.5e-4 HEADS=0 THREADS=1 bash experiments/scripts/wm_backward_train.sh
+fi
+if [[ $STAGE == study || $STAGE == all ]]; then
+  OMP_NUM_THREADS=2 python experiments/scripts/trust_study.py --wm "$WM" --round-trip-wm "$BACK" \
+      --fit-data data/pushcube_val.hdf5 --test-data data/pushcube_heldout.hdf5 --out "$OUT/study"
+  cp "$OUT/study/calibration.json" "$BACK/calibration.json"
+fi
+if [[ $STAGE == ood || $STAGE == all ]]; then
+  OMP_NUM_THREADS=2 python experiments/scripts/ood_study.py --wm "$WM" --round-trip-wm "$BACK" \
+      --calibration "$BACK/calibration.json" --out "$OUT/ood"
+fi
+if [[ $STAGE == eval || $STAGE == all ]]; then
+  RT=(--wm "$WM" --round-trip --round-trip-wm "$BACK" --videos 0)
+  for split in ${SPLITS:-test}; do
+    wmsuite eval "${RT[@]}" --zoo assets:zoo/pushcube-families.json --split $split --out "$OUT/families-$split"
+  done
+  wmsuite eval "${RT[@]}" --out "$OUT/default"
+fi
+if [[ $STAGE == bench || $STAGE == all ]]; then
+  wmsuite bench wm --wm "$WM" --round-trip-wm "$BACK" --out "$OUT/bench"
+fi
