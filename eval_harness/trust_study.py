@@ -63,24 +63,15 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
         reach = min(depths[-1], max(ep.length // h for ep in batch))
         if reach < depths[0]:
             continue
-        b, a = len(batch), batch[0].actions.shape[-1]
-        actions = torch.zeros(b, reach * h, a)  # (B, D*H, A), zeros past an episode's end
-        for i, ep in enumerate(batch):
-            n = min(ep.length, reach * h)
-            actions[i, :n] = torch.as_tensor(ep.actions[:n], dtype=torch.float32)
-        actions = actions.to(dev)
-        state = WorldModelState.from_frames(model, [ep.obs[cam][:1] for ep in batch], device=dev)
-        first = state.context[:, -1].clone()  # (B, C, s, s): the real start's latent
+        begin, actions = _start(model, batch, reach)
+        first = begin.context[:, -1].clone()  # (B, C, s, s): the real start's latent
         start_env = torch.as_tensor(np.stack([ep.env_state[0] for ep in batch]), dtype=torch.float32, device=dev)
         start_read = (model.predict_heads(first)["environment_state"][:, obj] - start_env[:, obj]).norm(dim=-1)  # (B,)
         gen = torch.Generator(device=dev).manual_seed(seed + start)
         back = torch.Generator(device=dev).manual_seed(seed + start + 1)
-        idm_sum = torch.zeros(b, device=dev)
-        for d in range(1, reach + 1):
-            act = actions[:, (d - 1) * h : d * h]
-            newest = state.newest
-            lat, state = rollout(model, state, act, FORWARD, steps, gen)  # (B, H, C, s, s)
-            idm_sum += (model.inverse_dynamics(newest, lat) - act).abs().mean(dim=(1, 2))
+        idm_sum = torch.zeros(len(batch), device=dev)
+        for d, lat, idm, state in _open_loop(model, begin, actions, gen, steps):
+            idm_sum += idm
             if d not in depths:
                 continue
             live = [i for i, ep in enumerate(batch) if ep.length >= d * h]
@@ -110,23 +101,40 @@ def chunk_idm_errors(model: LatentWorldModel, episodes: Sequence[Episode], max_c
     """The inverse-dynamics error of every chunk of every episode imagined open loop from its first
     frame with its own actions (up to `max_chunks` chunks, whole chunks inside the episode only), as a
     learned simulator reports it per step: (M,) mean |recovered - given action| over the chunk."""
-    h, cam, dev = model.cfg.chunk, model.cfg.camera, model.state_mean.device
+    h = model.cfg.chunk
     out: list[float] = []
     for start in range(0, len(episodes), batch_size):
         batch = list(episodes[start : start + batch_size])
-        reach = min(max_chunks, max(ep.length // h for ep in batch))
-        state = WorldModelState.from_frames(model, [ep.obs[cam][:1] for ep in batch], device=dev)
-        gen = torch.Generator(device=dev).manual_seed(seed + start)
-        for d in range(reach):
-            act = torch.zeros(len(batch), h, batch[0].actions.shape[-1])
-            for i, ep in enumerate(batch):
-                act[i, : max(0, min(h, ep.length - d * h))] = torch.as_tensor(ep.actions[d * h : (d + 1) * h])
-            act = act.to(dev)
-            newest = state.newest
-            lat, state = rollout(model, state, act, FORWARD, steps, gen)
-            err = (model.inverse_dynamics(newest, lat) - act).abs().mean(dim=(1, 2)).cpu().numpy()
-            out += [float(e) for i, e in enumerate(err) if batch[i].length >= (d + 1) * h]
+        state, actions = _start(model, batch, min(max_chunks, max(ep.length // h for ep in batch)))
+        gen = torch.Generator(device=model.state_mean.device).manual_seed(seed + start)
+        for d, _, idm, _ in _open_loop(model, state, actions, gen, steps):
+            out += [float(e) for i, e in enumerate(idm.cpu().numpy()) if batch[i].length >= d * h]
     return np.asarray(out)
+
+
+def _start(model: LatentWorldModel, batch: Sequence[Episode],
+           reach: int) -> tuple[WorldModelState, torch.Tensor]:
+    """The state of a rollout from the episodes' first real frames (repeated to fill the context, as
+    at a reset) and their first `reach` chunks of actions (B, reach*H, A), zeros past an episode's end."""
+    h, dev = model.cfg.chunk, model.state_mean.device
+    actions = torch.zeros(len(batch), reach * h, batch[0].actions.shape[-1])
+    for i, ep in enumerate(batch):
+        n = min(ep.length, reach * h)
+        actions[i, :n] = torch.as_tensor(ep.actions[:n], dtype=torch.float32)
+    state = WorldModelState.from_frames(model, [ep.obs[model.cfg.camera][:1] for ep in batch], device=dev)
+    return state, actions.to(dev)
+
+
+def _open_loop(model: LatentWorldModel, state: WorldModelState, actions: torch.Tensor, gen: torch.Generator,
+               steps: int | None):
+    """Imagine chunk by chunk with `actions` (B, D*H, A); yields (d, latents (B, H, C, s, s) of chunk d,
+    its inverse-dynamics error (B,) as the learned simulator reports it, the state after it), d = 1 .. D."""
+    h = model.cfg.chunk
+    for d in range(1, actions.shape[1] // h + 1):
+        act = actions[:, (d - 1) * h : d * h]
+        newest = state.newest
+        lat, state = rollout(model, state, act, FORWARD, steps, gen)  # (B, H, C, s, s)
+        yield d, lat, (model.inverse_dynamics(newest, lat) - act).abs().mean(dim=(1, 2)), state
 
 
 def _rho(x: np.ndarray, y: np.ndarray) -> float:
