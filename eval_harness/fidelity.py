@@ -57,6 +57,8 @@ from wmsuite.envs.probes import TaskProbe
 from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
 from wmsuite.world_models.codec import reconstruction_psnr
+from wmsuite.world_models.data import time_reversed
+from wmsuite.world_models.model import BACKWARD, FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
 DEFAULT_HORIZONS = (1, 8, 16, 32, 64)
@@ -91,8 +93,9 @@ def ssim(a: np.ndarray, b: np.ndarray, window: int = 7, sigma: float = 1.5) -> n
 
 @torch.no_grad()
 def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed: int = 0,
-                      steps: int | None = None) -> dict[str, Any]:
-    """Roll every episode open-loop from its first frame with its true actions (one batch).
+                      steps: int | None = None, direction: int = FORWARD) -> dict[str, Any]:
+    """Roll every episode open-loop from its first frame with its true actions (one batch), in
+    `direction` (BACKWARD for time-reversed episodes, world_models/data.py: time_reversed).
 
     The model generates a chunk of H frames from all H actions at once, so a chunk that runs past an
     episode's end would condition its frames on actions that never happened (the padding). Where an
@@ -115,7 +118,7 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
     first = torch.from_numpy(np.stack([ep.obs[cam][0] for ep in episodes])).permute(0, 3, 1, 2)  # (N, 3, S, S)
     z0 = model.codec.encode(first)  # (N, C, s, s)
     gen = torch.Generator().manual_seed(seed)
-    lat, _ = rollout(model, WorldModelState.from_latents(z0[:, None], k), act, steps=steps, generator=gen)
+    lat, _ = rollout(model, WorldModelState.from_latents(z0[:, None], k), act, direction, steps, gen)
     latents_t = torch.cat([z0[:, None], lat], dim=1)  # (N, n_chunks*H + 1, C, s, s)
     idm_t = torch.cat([(model.inverse_dynamics(latents_t[:, j * h], lat[:, j * h : (j + 1) * h])
                         - act[:, j * h : (j + 1) * h]).abs().mean(-1) for j in range(n_chunks)], 1)  # (N, n_chunks*H)
@@ -126,7 +129,7 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
         ctx_idx = torch.tensor([[max(0, ends[i] - h - k + 1 + m) for m in range(k)] for i in partial])  # (P, K)
         ctx = latents_t[torch.tensor(partial)[:, None], ctx_idx]  # (P, K, C, s, s)
         last_act = torch.stack([act[i, ends[i] - h : ends[i]] for i in partial])  # (P, H, A)
-        lat, _ = rollout(model, WorldModelState(ctx), last_act, steps=steps, generator=gen)  # (P, H, C, s, s)
+        lat, _ = rollout(model, WorldModelState(ctx), last_act, direction, steps, gen)  # (P, H, C, s, s)
         err = (model.inverse_dynamics(ctx[:, -1], lat) - last_act).abs().mean(-1)  # (P, H)
         for p, i in enumerate(partial):
             r = ends[i] % h  # frames after the last whole chunk
@@ -142,8 +145,12 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
 def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe,
                       horizons: Sequence[int] = DEFAULT_HORIZONS, batch_size: int = 64, seed: int = 0,
                       steps: int | None = None, repeats: int = 1,
-                      replay_p_success: np.ndarray | None = None) -> dict[str, Any]:
+                      replay_p_success: np.ndarray | None = None, direction: int = FORWARD) -> dict[str, Any]:
     """All the figures of the module docstring, for episodes of the task `probe` describes.
+
+    With `direction` BACKWARD, the open-loop figures only (psnr, ssim, object and state errors by
+    horizon) of every episode played backward: from its last frame, with its actions reversed
+    (`time_reversed`); a model trained with backward windows is asked what came before.
 
     `repeats` rolls every episode that many times with other sampling noise (repeat r of the batch at
     `start` uses seed `seed + start + 1_000_000 * r`, so repeat 0 is the single rollout's): the open-loop
@@ -156,6 +163,10 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
     if replay_p_success is not None and len(replay_p_success) != len(episodes):
         raise ValueError(f"replay_p_success has {len(replay_p_success)} entries for {len(episodes)} episodes")
     check_task(model, probe)
+    if direction == BACKWARD:
+        if model.cfg.p_backward <= 0:
+            raise ValueError("backward fidelity needs a model trained with backward windows (p_backward > 0)")
+        episodes = [time_reversed(ep) for ep in episodes]
     model.eval()
     cam, h = model.cfg.camera, model.cfg.chunk
     detect = frame_detector(probe, cam)
@@ -168,7 +179,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
     batches = [(start, r) for start in range(0, len(episodes), batch_size) for r in range(repeats)]
     for start, r in batches:
         eps = list(episodes[start : start + batch_size])
-        out = rollout_open_loop(model, eps, seed=seed + start + 1_000_000 * r, steps=steps)
+        out = rollout_open_loop(model, eps, seed=seed + start + 1_000_000 * r, steps=steps, direction=direction)
         lat = out["latents"]
         for i, ep in enumerate(eps):
             t_end = ep.length
@@ -203,6 +214,13 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
     def by_h(key: str, reduce: Callable[[list[float]], float] = np.mean) -> dict[str, float | None]:
         return {str(hz): (float(reduce(v[key])) if v[key] else None) for hz, v in per_h.items()}
 
+    open_loop = {"psnr": by_h("psnr"), "ssim": by_h("ssim"), "object_error": by_h("obj"),
+                 "object_error_median": by_h("obj", np.median), "object_detect_rate": by_h("found"),
+                 "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},
+                 "episodes": len(episodes), "chunk": h, "sampling_steps": steps or model.cfg.sampling_steps,
+                 "repeats": repeats}
+    if direction == BACKWARD:
+        return {**open_loop, "direction": "backward"}
     real_idm, head_acc, head_bal = _real_frame_metrics(model, episodes)
     contact = contact_fidelity(model, episodes, probe, seed=seed, steps=steps) if detect is not None else None
     frames = torch.from_numpy(np.concatenate([ep.obs[cam] for ep in episodes[:64]])).permute(0, 3, 1, 2)
@@ -210,10 +228,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
     if replay_p_success is not None:
         replays = float(np.mean(np.where(predicted, replay_p_success[None], 1 - replay_p_success[None])))
     return {
-        "success_agreement_replays": replays,
-        "psnr": by_h("psnr"), "ssim": by_h("ssim"), "object_error": by_h("obj"),
-        "object_error_median": by_h("obj", np.median), "object_detect_rate": by_h("found"),
-        "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},
+        **open_loop, "success_agreement_replays": replays,
         "success_agreement": float(np.mean(agree_by_repeat)),
         "success_agreement_per_repeat": [float(np.mean(a)) for a in agree_by_repeat],
         "success_agreement_detector": float(np.mean(agree_det)) if agree_det else None,
@@ -221,8 +236,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
         "success_head_accuracy": head_acc, "success_head_balanced_accuracy": head_bal, "contact": contact,
         "idm_error_real": real_idm, "idm_error_generated": float(np.mean(idm_gen)),
         "reconstruction_psnr": reconstruction_psnr(model.codec, frames),
-        "episodes": len(episodes), "real_success_rate": float(np.mean([ep.success for ep in episodes])),
-        "chunk": h, "sampling_steps": steps or model.cfg.sampling_steps, "repeats": repeats,
+        "real_success_rate": float(np.mean([ep.success for ep in episodes])),
     }
 
 

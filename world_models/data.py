@@ -35,6 +35,19 @@ def episode_frames(episodes: Sequence[Episode], camera: str) -> list[torch.Tenso
     return out
 
 
+def time_reversed(ep: Episode) -> Episode:
+    """The episode played backward, as the world model's backward windows see it: observation j is
+    the original's T-j and action j is the original's T-1-j, the action that joins them (carried by
+    the direction flag BACKWARD). Per-step arrays are reversed the same way; success, termination,
+    task and meta are the trajectory's and stay. Reversing twice gives the episode back exactly."""
+    flip = functools.partial(np.flip, axis=0)
+    return Episode(obs={cam: np.ascontiguousarray(flip(f)) for cam, f in ep.obs.items()},
+                   state=flip(ep.state).copy(), actions=flip(ep.actions).copy(), rewards=flip(ep.rewards).copy(),
+                   success=ep.success, terminated=ep.terminated, truncated=ep.truncated,
+                   env_state=flip(ep.env_state).copy(), intervention=flip(ep.intervention).copy(),
+                   sim_states=flip(ep.sim_states).copy(), task=ep.task, meta=dict(ep.meta))
+
+
 def state_stats(episodes: Sequence[Episode]) -> dict[str, list[float]]:
     """Mean/std of agent_pos and environment_state over every step of the episodes."""
     state = np.concatenate([ep.state for ep in episodes])

@@ -117,6 +117,19 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
     per = m2["success_agreement_per_repeat"]
     assert len(per) == 2 and per[0] == m["success_agreement"] and m2["count"]["1"] == 6
     assert m2["success_agreement"] == pytest.approx(sum(per) / 2)
+    # --backward: the same episodes played backward, next to the forward figures (a model that steps backward)
+    capsys.readouterr()
+    assert main(["eval-wm", "--wm", str(run), "--data", str(pushcube_file), "--backward", "--out", str(out / "b")]) == 2
+    assert "--backward needs a model trained with backward windows" in capsys.readouterr().err
+    from tests.eval_harness.test_eval_e2e import _tiny_checkpoint
+
+    _tiny_checkpoint(tmp_path / "bwd", p_backward=0.5)
+    assert main(["eval-wm", "--wm", str(tmp_path / "bwd"), "--data", str(pushcube_file), "--horizons", "1", "8",
+                 "--backward", "--out", str(out / "b")]) == 0
+    assert "played backward" in capsys.readouterr().out
+    mb = json.loads((out / "b" / "metrics.json").read_text())
+    assert mb["backward"]["direction"] == "backward" and mb["backward"]["count"] == mb["count"]
+    assert all(v > 0 for v in mb["backward"]["psnr"].values()) and "success_agreement" in mb
 
     bench = tmp_path / "bench"
     assert main(["bench", "wm", "--wm", str(run), "--batch-sizes", "1", "2", "--steps", "1", "--repeats", "1",

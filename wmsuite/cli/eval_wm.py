@@ -75,6 +75,11 @@ class EvalWMConfig:
     repeats: int = 1
     """Open-loop rollouts of every episode, each with other sampling noise; the figures pool them and
     success_agreement_per_repeat shows how far one rollout's agreement can move (5 for the docs' figures)."""
+    backward: bool = False
+    """Also play every episode backward (from its last frame, with its actions reversed and the
+    direction flag BACKWARD) and report its open-loop figures under `backward` in metrics.json, next
+    to the forward ones: how well the model says what came before. Needs a model trained with
+    backward windows (`p_backward` > 0)."""
     drop_bad: bool = False
     """Skip episodes with non-finite or malformed values (counted) instead of refusing the data."""
     replays: bool = False
@@ -105,7 +110,7 @@ CONFIG = EvalWMConfig
 def run(cfg: EvalWMConfig) -> int:
     from wmsuite.envs import get_probe
     from wmsuite.eval_harness.fidelity import check_task, evaluate_fidelity, frame_detector
-    from wmsuite.world_models import load_world_model
+    from wmsuite.world_models import BACKWARD, load_world_model
 
     seed_everything(cfg.seed)
     model = load_world_model(cfg.wm, device=cfg.device, precision=cfg.precision or None)
@@ -113,6 +118,9 @@ def run(cfg: EvalWMConfig) -> int:
     env_id = cfg.env or recorded_env_id(cfg.data, episodes)
     probe = get_probe(env_id)
     check_task(model, probe)
+    if cfg.backward and model.cfg.p_backward <= 0:
+        raise ValueError(f"--backward needs a model trained with backward windows, and {cfg.wm} was trained "
+                         "forward only (p_backward = 0)")
     if frame_detector(probe, model.cfg.camera) is None:
         reason = (f"{env_id}'s probe has no object detector" if probe.object_xy_from_frames is None else
                   f"{env_id}'s object detector reads the {probe.camera!r} camera, the world model generates "
@@ -124,6 +132,11 @@ def run(cfg: EvalWMConfig) -> int:
     metrics = evaluate_fidelity(model, episodes, probe, horizons=cfg.horizons,
                                 batch_size=cfg.batch_size, seed=cfg.seed, steps=cfg.sampling_steps or None,
                                 repeats=cfg.repeats, replay_p_success=replays.get("replay_p_success"))
+    if cfg.backward:
+        metrics["backward"] = evaluate_fidelity(model, episodes, probe, horizons=cfg.horizons,
+                                                batch_size=cfg.batch_size, seed=cfg.seed,
+                                                steps=cfg.sampling_steps or None, repeats=cfg.repeats,
+                                                direction=BACKWARD)
     metrics.update({k: v.tolist() if hasattr(v, "tolist") else v for k, v in replays.items()})
     metrics["wall_seconds"] = time.time() - start
     metrics["wm"], metrics["data"], metrics["env"] = str(cfg.wm), str(cfg.data), env_id
@@ -149,14 +162,10 @@ def _replays(cfg: EvalWMConfig, probe: TaskProbe, episodes: list, camera: str) -
 def _print(m: dict) -> None:
     print(f"{m['episodes']} held-out episodes (real success rate {m['real_success_rate']:.2f}), "
           f"chunk {m['chunk']}, {m['sampling_steps']} sampling step(s), {m['repeats']} rollout(s) each")
-    print(f"{'horizon':>8} {'n':>4} {'PSNR dB':>8} {'SSIM':>6} {'object err m':>12} {'median':>7} {'found':>6} "
-          f"{'state err':>9}")
-    for hz, n in m["count"].items():
-        def f(key: str, fmt: str, hz: str = hz) -> str:
-            v = m[key][hz]
-            return format(v, fmt) if v is not None else "-"
-        print(f"{hz:>8} {n:>4} {f('psnr', '8.2f')} {f('ssim', '6.3f')} {f('object_error', '12.4f')} "
-              f"{f('object_error_median', '7.4f')} {f('object_detect_rate', '6.2f')} {f('state_error', '9.4f')}")
+    _print_open_loop(m)
+    if "backward" in m:
+        print("played backward (from the last frame, actions reversed):")
+        _print_open_loop(m["backward"])
     rest = {k: m[k] for k in ("success_agreement", "success_agreement_detector", "success_agreement_state",
                               "success_head_accuracy", "success_head_balanced_accuracy", "idm_error_real",
                               "idm_error_generated", "reconstruction_psnr")}
@@ -187,6 +196,17 @@ def _print(m: dict) -> None:
           f"windows) {_r(c['glancing_ratio_real'])} vs {_r(c['glancing_ratio_generated'])}")
     print(f"generated object's progress along the real path (1 = as far as the real object): all moving "
           f"{_r(c['along_ratio'])}, head-on {_r(c['headon_along_ratio'])}, glancing {_r(c['glancing_along_ratio'])}")
+
+
+def _print_open_loop(m: dict) -> None:
+    print(f"{'horizon':>8} {'n':>4} {'PSNR dB':>8} {'SSIM':>6} {'object err m':>12} {'median':>7} {'found':>6} "
+          f"{'state err':>9}")
+    for hz, n in m["count"].items():
+        def f(key: str, fmt: str, hz: str = hz) -> str:
+            v = m[key][hz]
+            return format(v, fmt) if v is not None else "-"
+        print(f"{hz:>8} {n:>4} {f('psnr', '8.2f')} {f('ssim', '6.3f')} {f('object_error', '12.4f')} "
+              f"{f('object_error_median', '7.4f')} {f('object_detect_rate', '6.2f')} {f('state_error', '9.4f')}")
 
 
 def _m(value: float | None) -> str:
