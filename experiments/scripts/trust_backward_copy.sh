@@ -11,6 +11,8 @@
 #   eval     closed loop with --round-trip (trust per policy, abstention, policy-level Spearman): the
 #            families zoo's $SPLITS (default: test; nothing here is tuned), then the default zoo
 #   bench    `bench wm` with the round trip's cost
+#   fidelity the copy played backward on the held-out file next to the simulator played forward
+#            (eval-wm: object error by horizon)
 # Needs the data files: bash experiments/scripts/pushcube_data.sh. Results in $OUT.
 set -euo pipefail
 export MUJOCO_GL=egl
@@ -40,4 +42,8 @@ if [[ $STAGE == eval || $STAGE == all ]]; then
 fi
 if [[ $STAGE == bench || $STAGE == all ]]; then
   wmsuite bench wm --wm "$WM" --round-trip-wm "$BACK" --out "$OUT/bench"
+fi
+if [[ $STAGE == fidelity || $STAGE == all ]]; then
+  wmsuite eval-wm --wm "$BACK" --backward --data data/pushcube_heldout.hdf5 --out "$OUT/fidelity-back"
+  wmsuite eval-wm --wm "$WM" --data data/pushcube_heldout.hdf5 --out "$OUT/fidelity-forward"
 fi
