@@ -101,8 +101,24 @@ class WorldModelConfig:
     """Number format of generation, frame heads and inverse dynamics at inference (training is always
     float32): "bfloat16" (autocast) is faster on CPUs with bfloat16 instructions (AVX-512 BF16, AMX)
     and on GPUs, at a small cost in fidelity that the model card measures before a model ships with it."""
+    objective: Literal["teacher", "noise", "chained", "cycle"] = "noise"
+    """What the dynamics learn from, one family (world_models/objectives.py): 'teacher' (teacher forcing:
+    real contexts as they are), 'noise' (real contexts with noise of a level the model is told,
+    context_noise_max), 'chained' ('noise', and a self_forcing share of forward windows gets the
+    model's own no-grad rollout as context), 'cycle' ('noise', and a cycle term: a no-grad forward
+    rollout from real frames played back without gradient, its last backward chunk denoised onto the
+    real frames it started from; both directions are trained, so it needs p_backward > 0)."""
+    cycle_weight: float = 1.0
+    """Weight of the cycle term next to the joint loss (objective 'cycle')."""
+    cycle_horizon: int = 8
+    """T: chunks of a cycle window at the end of the curriculum (objective 'cycle')."""
+    cycle_min_real: int = 1
+    """p_min: the curriculum keeps p = max(p_min, T // 4^stage) of the T chunks real and imagines the
+    other T - p forward before playing them back (stage 0: p = T, no cycle yet)."""
+    cycle_stage_steps: int = 2000
+    """Training steps per curriculum stage (stage = step // this)."""
     context_noise_max: float = 0.3
-    """Training augmentation: context latents get Gaussian noise of a level drawn uniformly in
+    """Training augmentation (not for objective 'teacher'): context latents get Gaussian noise of a level drawn uniformly in
     [0, this] (in units of sigma_data-scaled latents), and the level is given to the model, as in
     GameNGen/DIAMOND, so errors of its own generated context do not compound."""
     context_noise_eval: float = 0.0
@@ -113,13 +129,13 @@ class WorldModelConfig:
     """Probability that a training window's context is its newest frame repeated K times (how a
     rollout starts from one real frame)."""
     self_forcing: float = 0.0
-    """Probability that a forward training window's context is the model's own rollout instead of
-    real frames: from the real frames `self_forcing_chunks`-or-fewer chunks earlier, the model
-    generates (without gradient, with its sampling steps) the frames up to the window, driven by the
-    episode's true actions, and learns to predict the real target from them. Noise augmentation only
-    imitates its own errors; this shows it them (ghost objects, a fading goal, a drifted agent), so it
-    learns to pull a drifted context back towards the real scene. 0: off, the default: as a fine-tune
-    of a trained model it ruined the model's one-chunk predictions, cause not found yet (experiments/)."""
+    """Objective 'chained' only (> 0 there, 0 elsewhere): probability that a forward training window's
+    context is the model's own rollout instead of real frames: from the real frames
+    `self_forcing_chunks`-or-fewer chunks earlier, the model generates (without gradient, with its
+    sampling steps) the frames up to the window, driven by the episode's true actions, and learns to
+    predict the real target from them. Noise augmentation only imitates its own errors; this shows it
+    them (ghost objects, a fading goal, a drifted agent). As a fine-tune of a trained model it ruined
+    the model's one-chunk predictions, cause not found yet (experiments/)."""
     self_forcing_chunks: int = 2
     """Most chunks a self-forced context is generated over; each batch draws 1 to this many."""
     heads: Literal["keypoints", "conv"] = "keypoints"
@@ -152,7 +168,15 @@ class WorldModelConfig:
     sigma_data per channel)."""
 
     def __post_init__(self) -> None:
-        for name in ("context", "chunk", "sampling_steps", "self_forcing_chunks"):
+        if self.objective not in ("teacher", "noise", "chained", "cycle"):
+            raise ValueError(f"objective must be teacher, noise, chained or cycle, got {self.objective!r}")
+        if (self.objective == "chained") != (self.self_forcing > 0):
+            raise ValueError("self_forcing is the share of self-forced windows of objective 'chained': set both "
+                             f"(got objective {self.objective!r}, self_forcing {self.self_forcing})")
+        if self.objective == "cycle" and self.p_backward <= 0:
+            raise ValueError("objective 'cycle' trains both directions: set p_backward > 0 (e.g. 0.5)")
+        for name in ("context", "chunk", "sampling_steps", "self_forcing_chunks", "cycle_horizon", "cycle_min_real",
+                     "cycle_stage_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.action_dim is not None and self.action_dim < 1:
@@ -177,6 +201,7 @@ class WorldModelConfig:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("context_noise_max", "context_noise_eval", "idm_weight", "consistency_weight", "head_weight",
+                     "cycle_weight",
                      "motion_weight", "context_motion_weight", "motion_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -190,8 +190,9 @@ class LatentWorldModel(nn.Module):
             action_is_pad (B, H)      future_is_pad (B, H+K-1)     future_state (B, H, D)
             future_env_state (B, H, E)  reached_success (B, H)     rewards (B, H)
 
-        and, for self forcing (cfg.self_forcing), the R chunks before the window:
+        and, for self forcing (objective 'chained'), the R chunks before the window:
             history (B, K, C, s, s)   history_actions (B, R*H, A)  history_valid (B,)
+        (the cycle term of objective 'cycle' is objectives.cycle_loss, added by objectives.dynamics_loss).
         """
         cfg = self.cfg
         real_ctx, fut, act = batch["context"], batch["future"], batch["actions"]
@@ -216,19 +217,7 @@ class LatentWorldModel(nn.Module):
         # A rollout starts from one real frame repeated K times: train on that case too.
         single = (torch.rand(b, device=dev) < cfg.p_single_frame).view(b, 1, 1, 1, 1)
         context = torch.where(single, context[:, -1:].expand_as(context), context)
-        base = context[:, -1:] if cfg.residual else torch.zeros_like(context[:, -1:])  # (B, 1, C, s, s), clean
-        element_weight = self.motion_weights(context, target)  # (B, H, C, s, s), before the context noise
-        # Noise augmentation of the context (level announced to the model).
-        ctx_noise = torch.rand(b, device=dev) * cfg.context_noise_max  # (B,)
-        context = context + ctx_noise.view(b, 1, 1, 1, 1) * torch.randn_like(context)
-        # EDM: log-normal noise levels, loss weight 1 / c_out^2.
-        sigma = (torch.randn(b, device=dev) * cfg.p_std + cfg.p_mean).exp()  # (B,)
-        noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
-        denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
-        weight = self._loss_weight(sigma)  # (B,)
-        per_frame = (element_weight * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
-        valid = (~pad).float()
-        diffusion = (weight[:, None] * per_frame * valid).sum() / valid.sum().clamp_min(1)
+        diffusion, denoised, context = self.diffusion_loss(context, target, actions, direction, pad)
 
         # Frame heads on the real latent of one random future frame per window (cheaper than all H).
         real = fut[:, :h]  # (B, H, C, s, s)
@@ -259,6 +248,27 @@ class LatentWorldModel(nn.Module):
         logs = {"loss": total, "diffusion": diffusion, "head_state": head_state, "head_env_state": head_env,
                 "head_success": success, "head_reward": reward, "idm": idm_loss, "consistency": consistency}
         return total, {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in logs.items()}
+
+    def diffusion_loss(self, context: torch.Tensor, target: torch.Tensor, actions: torch.Tensor,
+                       direction: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The motion-weighted EDM denoising loss of `target` (B, H, C, s, s) given a clean `context`
+        (B, K, C, s, s), actions (B, H, A), direction (B,); frames where `pad` (B, H) is True carry no
+        loss. The context gets noise of a level the model is told (none for objective 'teacher').
+        -> (loss, denoised (B, H, C, s, s), the noised context)."""
+        cfg, b, dev = self.cfg, context.shape[0], context.device
+        base = context[:, -1:] if cfg.residual else torch.zeros_like(context[:, -1:])  # (B, 1, C, s, s), clean
+        element_weight = self.motion_weights(context, target)  # (B, H, C, s, s), before the context noise
+        noise_max = 0.0 if cfg.objective == "teacher" else cfg.context_noise_max
+        ctx_noise = torch.rand(b, device=dev) * noise_max  # (B,)
+        context = context + ctx_noise.view(b, 1, 1, 1, 1) * torch.randn_like(context)
+        # EDM: log-normal noise levels, loss weight 1 / c_out^2.
+        sigma = (torch.randn(b, device=dev) * cfg.p_std + cfg.p_mean).exp()  # (B,)
+        noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
+        denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
+        weight = self._loss_weight(sigma)  # (B,)
+        per_frame = (element_weight * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
+        valid = (~pad).float()
+        return (weight[:, None] * per_frame * valid).sum() / valid.sum().clamp_min(1), denoised, context
 
     @torch.no_grad()
     def _self_forced_context(self, ctx: torch.Tensor, history: torch.Tensor, history_actions: torch.Tensor,

@@ -39,7 +39,7 @@ from wmsuite.world_models.data import (
     state_stats,
 )
 from wmsuite.world_models.model import LatentWorldModel
-from wmsuite.world_models.objectives import distillation_loss
+from wmsuite.world_models.objectives import cycle_chunks, distillation_loss, dynamics_loss
 
 
 # ---------------------------------------------------------------------------------------- stage 1
@@ -101,15 +101,22 @@ def build_model(episodes: Sequence[Episode], cfg: WorldModelConfig, codec: Frame
 
 def dynamics_batches(data: LatentWindows, cfg: WorldModelConfig, batch_size: int, moving_fraction: float,
                      seed: int) -> BatchSource:
-    """Batches of latent windows; with self forcing on, each also carries the real context 1 to
-    cfg.self_forcing_chunks chunks before its windows."""
+    """Batches of latent windows; for objective 'chained' each also carries the real context 1 to
+    cfg.self_forcing_chunks chunks before its windows, for 'cycle' the real start of a cycle as many
+    chunks before them as the curriculum imagines at that step (objectives.cycle_chunks)."""
 
     def source(start: int):
         gen = torch.Generator().manual_seed(seed + start)
+        step = start
         while True:
             idx = sample_windows(data, batch_size, moving_fraction, gen)
-            chunks = int(torch.randint(cfg.self_forcing_chunks, (1,), generator=gen)) + 1 if cfg.self_forcing > 0 else 0
+            chunks = 0
+            if cfg.objective == "chained":
+                chunks = int(torch.randint(cfg.self_forcing_chunks, (1,), generator=gen)) + 1
+            elif cfg.objective == "cycle":
+                chunks = cycle_chunks(cfg, step)
             yield data.batch(idx, history_chunks=chunks)
+            step += 1
 
     return source
 
@@ -123,7 +130,7 @@ def train_dynamics(trainer: Trainer, model: LatentWorldModel, episodes: Sequence
     data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk)
     batches = dynamics_batches(data, model.cfg, tcfg.batch_size, moving_fraction, trainer.seed)
     extra = {"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {}
-    return trainer.fit("dynamics", Objective(model, lambda m, b: m.loss(b)), tcfg, batches,
+    return trainer.fit("dynamics", Objective(model, dynamics_loss), tcfg, batches,
                        export=lambda step: save_model(model, trainer.out, step, extra), resume=resume,
                        start_step=start_step, overwrite=start_step > 0)
 
@@ -248,7 +255,7 @@ def train_distill(trainer: Trainer, student: LatentWorldModel, teacher: LatentWo
     student.cond.requires_grad_(True)
     latents = encode_episodes(student.codec, episode_frames(episodes, student.cfg.camera))
     data = LatentWindows(episodes, latents, student.cfg.context, student.cfg.chunk)
-    forward_only = replace(student.cfg, self_forcing=0.0)
+    forward_only = replace(student.cfg, objective="noise", self_forcing=0.0)
     batches = dynamics_batches(data, forward_only, tcfg.batch_size, moving_fraction, trainer.seed)
     steps, teacher_steps = cfg.steps, cfg.teacher_steps or None
     objective = Objective(student, lambda m, b: distillation_loss(m, teacher, b, steps, teacher_steps))

@@ -52,9 +52,10 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
     assert "--resume" in capsys.readouterr().err
     assert (run / "latest" / "model.safetensors").stat().st_mtime_ns == stamp
     # --resume continues from the train state to the new step count; the model config defaults to the
-    # checkpoint's (no --model.channels needed), here with self forcing switched on
+    # checkpoint's (no --model.channels needed), here with the chained objective (self forcing) switched on
     assert main(["train-wm", *data, "--dynamics.steps", "4", "--resume", "--dynamics.batch-size", "4",
-                 "--model.self-forcing", "1", "--model.self-forcing-chunks", "1", "--stage", "dynamics"]) == 0
+                 "--model.objective", "chained", "--model.self-forcing", "1", "--model.self-forcing-chunks", "1",
+                 "--stage", "dynamics"]) == 0
     resumed = json.loads((run / "latest" / "config.json").read_text())
     assert resumed["step"] == 4 and resumed["world_model"]["self_forcing"] == 1.0
     assert resumed["world_model"]["channels"] == [16, 16]
@@ -204,3 +205,14 @@ def test_weight_average_checkpoints_hold_the_average_and_resume_trains_the_raw_w
     after, config_h = load_checkpoint(run / "latest")
     assert config_h["ema_decay"] == 0.5 and torch.equal(after[name], averaged4[name])
     assert torch.equal(load_checkpoint(run / "train_state" / "dynamics")[0][f"model.module.{name}"], raw4)
+
+
+def test_train_wm_with_the_cycle_objective(pushcube_file, tmp_path):
+    run = tmp_path / "wm"
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run),
+                 "--dynamics.steps", "3", "--dynamics.log-every", "1", "--model.objective", "cycle",
+                 "--model.p-backward", "0.5", "--model.cycle-stage-steps", "1", "--model.cycle-horizon", "4",
+                 *TINY]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any("cycle" in r for r in rows)  # from step 1 on the curriculum imagines 3 chunks
+    assert json.loads((run / "latest" / "config.json").read_text())["world_model"]["objective"] == "cycle"

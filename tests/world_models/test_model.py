@@ -327,12 +327,13 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
     """The R chunks before each window come from the episode itself (frames and true actions), windows
     too early for them are marked invalid, and a self-forced context is exactly the model's own
     R-chunk rollout from there, only in the rows asked for."""
-    model = tiny_model(episodes, self_forcing=1.0, self_forcing_chunks=2)
+    model = tiny_model(episodes, objective="chained", self_forcing=1.0, self_forcing_chunks=2)
     k, h, span = model.cfg.context, model.cfg.chunk, 2 * model.cfg.chunk
     data = _windows(model, episodes)
     idx = list(range(0, len(data), 3))
     batch = data.batch(idx, history_chunks=2)
     assert batch["history"].shape == batch["context"].shape
+    assert batch["history_target"].shape == (len(idx), h, *batch["context"].shape[2:])
     assert batch["history_actions"].shape == (len(idx), span, 2)
     for row, i in enumerate(idx):
         item = data.windows[i]
@@ -342,6 +343,7 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
             rows = np.clip(np.arange(t - span - k + 1, t - span + 1), 0, None)
             torch.testing.assert_close(batch["history"][row], data.latents[e][rows])
             np.testing.assert_array_equal(batch["history_actions"][row].numpy(), episodes[e].actions[t - span : t])
+            torch.testing.assert_close(batch["history_target"][row], data.latents[e][t - span : t - span + h])
     assert batch["history_valid"].any() and not batch["history_valid"].all()
 
     use = batch["history_valid"].clone()
@@ -362,7 +364,7 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
     assert model.denoiser.conv_in.weight.grad.abs().sum() > 0
     for bad in ({"self_forcing": 1.5}, {"self_forcing_chunks": 0}):
         with pytest.raises(ValueError, match="self_forcing"):
-            tiny_model(episodes, **bad)
+            tiny_model(episodes, objective="chained", **bad)
 
 
 def test_moving_windows_are_those_whose_object_moves_and_sampling_draws_the_asked_share(episodes):
