@@ -23,6 +23,7 @@ retry logic repeats rather than fixes, so they fail for qualitatively different 
                drifting about at that distance: the agent near the object, the object still) and poke
                (strokes through the cube from random sides, head-on to grazing, at random speeds:
                contact at every angle, where the experts push head-on along the goal line)
+    PushTwoCubes: PushCube's, and one_cube (believes the task done once the first cube is in)
     PickPlace: misaligned (lines the fingers up 5-7 cm beside the cube), early_close (misjudges the
                grasp height and closes 5-7 cm too high), late_close (starts lifting before closing),
                early_release (opens the gripper while lifting, 4-10 cm up, dropping the cube), freeze
@@ -300,6 +301,42 @@ class PushCubeExpert(ScriptedExpert):
         return np.clip((target - pusher) / PC_SCALE, -1.0, 1.0)
 
 
+class PushTwoCubesExpert(PushCubeExpert):
+    """PushCube's expert, one cube at a time: first the cube whose push line (from the cube to its
+    goal) passes farther from the other cube, then the other, and back to the first if the second
+    push knocked it out of its goal. Its extra failure mode one_cube believes the task done once the
+    first cube is in (a long-horizon mistake: half the work)."""
+
+    ENV_ID = "wmsuite/PushTwoCubes-v0"
+    ENV_STATE_DIM = 12
+    FAILURE_MODES = ("wrong_side", "freeze", "early_stop", "one_cube")
+
+    def _begin(self, mem: dict[str, Any], rng: np.random.Generator) -> None:
+        super()._begin(mem, rng)
+        mem["target"] = None  # the cube being pushed (0 red, 1 green), chosen at the first step
+
+    def _act(self, agent_pos: np.ndarray, env_state: np.ndarray, mem: dict[str, Any]) -> np.ndarray | None:
+        cubes, goals = (env_state[0:4], env_state[4:8]), (env_state[8:10], env_state[10:12])
+        if mem["target"] is None:
+            mem["target"] = int(np.argmax([_clearance(cubes[i][:2], goals[i], cubes[1 - i][:2]) for i in (0, 1)]))
+        t = mem["target"]
+        arrived = [float(np.linalg.norm(c[:2] - g)) < mem["stop_dist"] for c, g in zip(cubes, goals)]
+        if arrived[t] and not mem["done"]:
+            if mem["mode"] == "one_cube" or arrived[1 - t]:
+                mem["done"] = mem["mode"] == "one_cube"  # one_cube never looks again
+                return None
+            t = mem["target"] = 1 - t
+            mem["pushing"] = False
+        return super()._act(agent_pos, np.concatenate([cubes[t], goals[t]]), mem)
+
+
+def _clearance(start: np.ndarray, end: np.ndarray, point: np.ndarray) -> float:
+    """Distance from `point` to the segment start-end (all (2,))."""
+    seg = end - start
+    u = float(np.clip((point - start) @ seg / max(float(seg @ seg), 1e-12), 0.0, 1.0))
+    return float(np.linalg.norm(start + u * seg - point))
+
+
 class PickPlaceExpert(ScriptedExpert):
     """Hover over the cube, descend, close, lift, carry over the target, lower, open; retry on a lost cube."""
 
@@ -384,7 +421,8 @@ class PickPlaceExpert(ScriptedExpert):
 
 
 # env id -> expert class: the one registry of experts; tests sweep it.
-EXPERTS: dict[str, type[ScriptedExpert]] = {cls.ENV_ID: cls for cls in (PushCubeExpert, PickPlaceExpert)}
+EXPERTS: dict[str, type[ScriptedExpert]] = {cls.ENV_ID: cls for cls in (PushCubeExpert, PickPlaceExpert,
+                                                                        PushTwoCubesExpert)}
 
 
 def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0,

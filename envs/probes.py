@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from wmsuite.envs import pick_place, push_cube, robosuite_env
+from wmsuite.envs import pick_place, push_cube, push_two_cubes, robosuite_env
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,14 @@ PROBES: dict[str, TaskProbe] = _probes(
               success_from_env_state=pick_place.is_success_from_env_state,
               object_xy_from_frames=pick_place.detect_cube_xy, perturb_start=_nudge_cube,
               static_state=slice(3, 6)),
+    # agent_pos (2,) pusher xy; environment_state (12,) red cube xy, cos/sin 4*yaw, green cube the same,
+    # red goal xy, green goal xy (push_two_cubes.py). The probe's object is the red cube; no reach yet
+    # (the "tracked" judge follows one object, and this task moves two)
+    TaskProbe(env_id="wmsuite/PushTwoCubes-v0", camera="top", action_dim=2, agent_dim=2, env_state_dim=12,
+              agent_xy=slice(0, 2), object_xy=slice(0, 2),
+              success_from_env_state=push_two_cubes.is_success_from_env_state,
+              object_xy_from_frames=push_two_cubes.detect_red_cube_xy, perturb_start=_nudge_cube,
+              static_state=slice(8, 12)),
     # agent_pos (9,) eef pos, eef quat, fingers; environment_state (10,) robosuite's Lift object-state
     # (cube pos, cube quat, gripper-to-cube); OSC_POSE actions (6) + gripper (robosuite_env.py)
     TaskProbe(env_id=robosuite_env.env_id("Lift"), camera="agentview", action_dim=7, agent_dim=9,

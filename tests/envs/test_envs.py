@@ -13,13 +13,16 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import wmsuite.envs
-from wmsuite.envs import ENV_IDS, make_env, pick_place, push_cube
+from wmsuite.envs import ENV_IDS, make_env, pick_place, push_cube, push_two_cubes
 from wmsuite.envs.experts import make_expert
 
-MODULES = {"wmsuite/PushCube-v0": push_cube, "wmsuite/PickPlace-v0": pick_place}
-CAMERAS = {"wmsuite/PushCube-v0": ("top",), "wmsuite/PickPlace-v0": ("front", "wrist")}
-DIMS = {"wmsuite/PushCube-v0": (2, 2, 6), "wmsuite/PickPlace-v0": (4, 4, 6)}  # action, agent_pos, env_state
-MAX_STEPS = {"wmsuite/PushCube-v0": 80, "wmsuite/PickPlace-v0": 120}
+MODULES = {"wmsuite/PushCube-v0": push_cube, "wmsuite/PickPlace-v0": pick_place,
+           "wmsuite/PushTwoCubes-v0": push_two_cubes}
+CAMERAS = {"wmsuite/PushCube-v0": ("top",), "wmsuite/PickPlace-v0": ("front", "wrist"),
+           "wmsuite/PushTwoCubes-v0": ("top",)}
+DIMS = {"wmsuite/PushCube-v0": (2, 2, 6), "wmsuite/PickPlace-v0": (4, 4, 6),  # action, agent_pos, env_state
+        "wmsuite/PushTwoCubes-v0": (2, 2, 12)}
+MAX_STEPS = {"wmsuite/PushCube-v0": 80, "wmsuite/PickPlace-v0": 120, "wmsuite/PushTwoCubes-v0": 200}
 
 
 def test_registry_is_idempotent_and_complete():
@@ -117,7 +120,8 @@ def test_sim_state_replays_an_episode_exactly(env_id):
 
 
 def test_bad_input_gets_a_clear_error():
-    with pytest.raises(ValueError, match="known ids: wmsuite/PushCube-v0, wmsuite/PickPlace-v0"):
+    known = "known ids: wmsuite/PushCube-v0, wmsuite/PickPlace-v0, wmsuite/PushTwoCubes-v0"
+    with pytest.raises(ValueError, match=known):
         make_env("wmsuite/PushBall-v0")
     env = make_env("wmsuite/PushCube-v0", cameras=())
     env.reset(seed=0)
@@ -148,6 +152,12 @@ def _oracle_success(env_id: str, env) -> bool:
     """Success recomputed from MuJoCo's own kinematics of the current state and the MJCF goal geometry."""
     model, data = env.unwrapped.model, copy.copy(env.unwrapped.data)
     mujoco.mj_kinematics(model, data)  # after mj_step, xpos lags qpos by one substep
+    if env_id == "wmsuite/PushTwoCubes-v0":  # each cube in the goal disk of its colour
+        inside = []
+        for colour in ("red", "green"):
+            cube, goal = data.xpos[model.body(f"cube_{colour}").id], model.geom(f"goal_{colour}")
+            inside.append(np.linalg.norm(cube[:2] - data.geom_xpos[goal.id][:2]) < goal.size[0])
+        return bool(all(inside))
     cube = data.xpos[model.body("cube").id]
     if env_id == "wmsuite/PushCube-v0":
         goal = model.geom("goal")
@@ -178,7 +188,7 @@ def test_success_from_env_state_agrees_with_info_and_the_simulator(env_id):
     flags = np.array(flags)
     assert flags.any() and not flags.all()  # both outcomes exercised
     np.testing.assert_array_equal(module.is_success_from_env_state(np.stack(states)), flags)  # batched
-    with pytest.raises(ValueError, match="6 entries"):
+    with pytest.raises(ValueError, match=f"{DIMS[env_id][2]} entries"):
         module.is_success_from_env_state(np.zeros((3, 5)))
 
 
@@ -208,3 +218,23 @@ def test_scene_has_no_shadows_reflections_or_multisampling():
         assert env.unwrapped.frame_skip * model.opt.timestep == pytest.approx(0.1)  # 10 Hz control
         assert isinstance(model, mujoco.MjModel)
         env.close()
+
+
+def test_two_cubes_succeed_only_with_each_cube_in_the_goal_of_its_colour():
+    env = make_env("wmsuite/PushTwoCubes-v0", cameras=())
+    env.reset(seed=3)
+    sim = env.unwrapped
+    goals = {c: sim.data.mocap_pos[sim.model.body(f"goal_{c}").mocapid[0], :2].copy() for c in ("red", "green")}
+
+    def place(red, green) -> bool:
+        for colour, xy in (("red", red), ("green", green)):
+            q = sim.model.joint(f"cube_{colour}").qposadr[0]
+            sim.data.qpos[q : q + 2] = xy
+        mujoco.mj_forward(sim.model, sim.data)
+        return bool(push_two_cubes.is_success_from_env_state(sim._env_state().astype(np.float32)))
+
+    far = np.array([0.25, 0.25])
+    assert not place(goals["red"], far) and not place(far, goals["green"])  # one push is half the task
+    assert not place(goals["green"], goals["red"] + [0.0, 0.0])  # each in the other's goal: no
+    assert place(goals["red"] + [0.03, 0.0], goals["green"] - [0.0, 0.03])  # both inside their disks
+    env.close()

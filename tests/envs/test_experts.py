@@ -81,7 +81,7 @@ def test_expert_drives_a_gymnasium_vector_env_with_autoreset(env_id):
     obs, _ = envs.reset(seed=[0, 1, 2])
     ended, succeeded = 0, 0
     autoreset = np.zeros(3, bool)  # Gymnasium's next-step autoreset: the next step resets these envs
-    for _ in range(70):
+    for _ in range(160 if env_id == "wmsuite/PushTwoCubes-v0" else 70):  # two pushes take twice as long
         obs, _, terminated, truncated, info = envs.step(expert.select_action(obs))
         expert.reset_envs(np.flatnonzero(autoreset))  # those rows now hold a first observation
         done = (terminated | truncated) & ~autoreset
@@ -196,3 +196,28 @@ def test_poke_mode_pushes_the_cube_from_many_sides():
         assert expert.modes() == ["poke"]
         assert moving >= 10 and len(quadrants) >= 3, (ep, moving, quadrants)
     env.close()
+
+
+def test_the_pushtwocubes_zoo_spans_success_and_reads_as_a_manifest():
+    """assets/zoo/pushtwocubes.json (experiments/scripts/pushtwocubes_zoo.py): at least 10 policies from
+    ~0 to ~1 real success in two splits that `wmsuite eval` reads, and a policy re-run agrees with it."""
+    import json
+
+    from wmsuite.cli.common import resolve_policy
+    from wmsuite.cli.eval import EvalConfig
+    from wmsuite.cli.eval_policy import evaluate
+    from wmsuite.cli.eval_setup import policy_entries
+    from wmsuite.specs import resolve_asset
+
+    zoo = "assets:zoo/pushtwocubes.json"
+    manifest = json.loads(resolve_asset(zoo).read_text())
+    rates = {p["name"]: p["real_success"] for p in manifest["policies"]}
+    assert len(rates) >= 10 and min(rates.values()) <= 0.05 and max(rates.values()) >= 0.95
+    for split in ("validation", "test"):
+        entries, _, seed = policy_entries(EvalConfig(env="wmsuite/PushTwoCubes-v0", zoo=zoo, split=split))
+        assert len(entries) >= 2 and seed == manifest["splits"][split]["seed"]
+    entry = next(p for p in manifest["policies"] if p["name"] == "expert-skill0.5")
+    policy = resolve_policy(entry["spec"], env_id="wmsuite/PushTwoCubes-v0", seed=0, horizon=4)
+    again = evaluate(policy, "wmsuite/PushTwoCubes-v0", 50, manifest["splits"][entry["split"]]["seed"], out=None,
+                     n_action_steps=4, progress=False)
+    assert again["success_rate"] == entry["real_success"]  # the same seeds give the same episodes
