@@ -76,7 +76,25 @@ def detect_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:
     return detect_blob_xy(frames, "push_cube.xml", "top", 1.4 * CUBE_HALF, red_mask)
 
 
-class PushCubeEnv(MujocoTaskEnv):
+class PusherEnv(MujocoTaskEnv):
+    """What the pushing tasks share: a cylinder pusher sliding in x and y under position servos (joints
+    pusher_x, pusher_y), whose servo target an action moves by ACTION_SCALE times the action, within
+    the joints' range; agent_pos is its (x, y)."""
+
+    def _init_pusher(self) -> None:
+        self._pusher = self._joint_qpos("pusher_x")  # pusher_y follows it in qpos
+        joints = [self.model.joint(n).id for n in ("pusher_x", "pusher_y")]
+        self._pusher_lo, self._pusher_hi = self.model.jnt_range[joints].T
+
+    def _apply_action(self, action: np.ndarray) -> None:
+        pusher = self.data.qpos[self._pusher : self._pusher + 2]
+        self.data.ctrl[:] = np.clip(pusher + ACTION_SCALE * action, self._pusher_lo, self._pusher_hi)
+
+    def _agent_pos(self) -> np.ndarray:
+        return self.data.qpos[self._pusher : self._pusher + 2].copy()
+
+
+class PushCubeEnv(PusherEnv):
     """See the module docstring. `variant`: a key of VARIANTS ('' is the training scene); other kwargs:
     image_size, cameras, render_mode, render_size, terminate_on_success."""
 
@@ -96,11 +114,9 @@ class PushCubeEnv(MujocoTaskEnv):
         self.variant = variant
         self._cube_half = BIG_CUBE_HALF if variant == "cube_size" else CUBE_HALF
         super().__init__(**kwargs)
-        self._pusher = self._joint_qpos("pusher_x")  # pusher_y follows it in qpos
+        self._init_pusher()
         self._cube = self._joint_qpos("cube")  # 3 position + 4 quaternion (w, x, y, z)
         self._goal = int(self.model.body("goal").mocapid[0])
-        joints = [self.model.joint(n).id for n in ("pusher_x", "pusher_y")]
-        self._pusher_lo, self._pusher_hi = self.model.jnt_range[joints].T
 
     def _load_model(self) -> mujoco.MjModel:
         if not self.variant:
@@ -136,13 +152,6 @@ class PushCubeEnv(MujocoTaskEnv):
     def set_goal(self, goal: np.ndarray) -> None:
         """Place the goal disk's centre at `goal` (x, y); takes effect at the next forward pass or step."""
         self.data.mocap_pos[self._goal] = [*goal, 0.0]
-
-    def _apply_action(self, action: np.ndarray) -> None:
-        pusher = self.data.qpos[self._pusher : self._pusher + 2]
-        self.data.ctrl[:] = np.clip(pusher + ACTION_SCALE * action, self._pusher_lo, self._pusher_hi)
-
-    def _agent_pos(self) -> np.ndarray:
-        return self.data.qpos[self._pusher : self._pusher + 2].copy()
 
     def _env_state(self) -> np.ndarray:
         x, y = self.data.qpos[self._cube : self._cube + 2]

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from wmsuite.envs.base import MujocoTaskEnv, detect_blob_xy, red_mask, sample_away
-from wmsuite.envs.push_cube import ACTION_SCALE, CUBE_HALF, GOAL_RADIUS, _yaw
+from wmsuite.envs.base import detect_blob_xy, red_mask, sample_away
+from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv, _yaw
 
 MAX_EPISODE_STEPS = 200
 CUBES = ("red", "green")
@@ -56,7 +56,7 @@ def detect_red_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:
     return detect_blob_xy(frames, "push_two_cubes.xml", "top", 1.4 * CUBE_HALF, red_mask)
 
 
-class PushTwoCubesEnv(MujocoTaskEnv):
+class PushTwoCubesEnv(PusherEnv):
     """See the module docstring. kwargs: image_size, cameras, render_mode, render_size, terminate_on_success."""
 
     SCENE = "push_two_cubes.xml"
@@ -70,12 +70,10 @@ class PushTwoCubesEnv(MujocoTaskEnv):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._pusher = self._joint_qpos("pusher_x")  # pusher_y follows it in qpos
+        self._init_pusher()
         self._cubes = [self._joint_qpos(f"cube_{c}") for c in CUBES]  # 3 position + 4 quaternion each
         self._cube = self._cubes[0]  # the object `nudge_cube` (the start perturbation) moves: the red cube
         self._goals = [int(self.model.body(f"goal_{c}").mocapid[0]) for c in CUBES]
-        joints = [self.model.joint(n).id for n in ("pusher_x", "pusher_y")]
-        self._pusher_lo, self._pusher_hi = self.model.jnt_range[joints].T
 
     def _randomize(self, rng: np.random.Generator) -> None:
         red = rng.uniform(-0.15, 0.15, size=2)
@@ -97,13 +95,6 @@ class PushTwoCubesEnv(MujocoTaskEnv):
         self.data.ctrl[:] = pusher  # servos hold the pusher where it starts
         for mocap, goal in zip(self._goals, goals):
             self.data.mocap_pos[mocap] = [*goal, 0.0]
-
-    def _apply_action(self, action: np.ndarray) -> None:
-        pusher = self.data.qpos[self._pusher : self._pusher + 2]
-        self.data.ctrl[:] = np.clip(pusher + ACTION_SCALE * action, self._pusher_lo, self._pusher_hi)
-
-    def _agent_pos(self) -> np.ndarray:
-        return self.data.qpos[self._pusher : self._pusher + 2].copy()
 
     def _env_state(self) -> np.ndarray:
         out = []

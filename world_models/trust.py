@@ -61,7 +61,8 @@ def check_backward_model(model: LatentWorldModel, backward: LatentWorldModel | N
     on backward windows and, when it is a second model, with `model`'s context, chunk and action size
     and the very same codec (its latents are the simulator's; a copy fine-tuned from the simulator
     keeps the codec frozen)."""
-    fix = "fine-tune a backward copy of the simulator with P_BACKWARD=1 HEADS=0 experiments/scripts/wm_backward_train.sh"
+    fix = ("fine-tune a backward copy of the simulator (for the shipped PushCube model: STAGE=train bash "
+           "experiments/scripts/trust_backward_copy.sh)")
     if backward is None:
         if model.cfg.p_backward <= 0:
             raise ValueError(f"the round trip needs a model that steps backward, and the simulator was trained "

@@ -72,9 +72,9 @@ class EvalConfig:
     (`p_backward` > 0). Doubles the world model's work."""
     round_trip_wm: str = ""
     """With --round-trip: a backward copy of --wm that plays the imagined episodes back, so that --wm
-    imagines exactly as without the round trip (fine-tuned from --wm on backward windows only:
-    P_BACKWARD=1 HEADS=0 experiments/scripts/wm_backward_train.sh). Its landing point is read with
-    --wm's heads. '' : --wm plays its own episodes back."""
+    imagines exactly as without the round trip (fine-tuned from --wm on backward windows only;
+    STAGE=train bash experiments/scripts/trust_backward_copy.sh for the shipped model). Its landing
+    point is read with --wm's heads. '' : --wm plays its own episodes back."""
     calibration: str = ""
     """With --round-trip: the calibrator (JSON, world_models/trust.py) that turns each imagined episode's
     round-trip error, inverse-dynamics error, depth and start-reading error into one trust score in

@@ -156,7 +156,8 @@ def load_round_trip_model(cfg: EvalConfig, model):
     try:
         check_backward_model(model, back)
     except ValueError as err:
-        raise ValueError(f"--round-trip with --wm {cfg.wm}: {err} (the round-trip model is --round-trip-wm)") from None
+        raise ValueError(f"--round-trip with --wm {cfg.wm}: {err} (the round-trip model is "
+                         "--round-trip-wm)") from None
     return back
 
 
