@@ -118,9 +118,9 @@ class WorldModelConfig:
     cycle_stage_steps: int = 2000
     """Training steps per curriculum stage (stage = step // this)."""
     context_noise_max: float = 0.3
-    """Training augmentation (not for objective 'teacher'): context latents get Gaussian noise of a level drawn uniformly in
-    [0, this] (in units of sigma_data-scaled latents), and the level is given to the model, as in
-    GameNGen/DIAMOND, so errors of its own generated context do not compound."""
+    """Training augmentation (not for objective 'teacher'): context latents get Gaussian noise of a
+    level drawn uniformly in [0, this] (in units of sigma_data-scaled latents), and the level is given
+    to the model, as in GameNGen/DIAMOND, so errors of its own generated context do not compound."""
     context_noise_eval: float = 0.0
     """Context noise level applied (and announced) at generation time."""
     p_backward: float = 0.0
