@@ -313,3 +313,10 @@ def red_mask(pixels: np.ndarray) -> np.ndarray:
     """Pixels of the red cube: strongly red, little green or blue. (..., 3) int -> (...) bool."""
     r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
     return (r > 90) & (r > 2 * g) & (r > 2 * b)
+
+
+def green_mask(pixels: np.ndarray) -> np.ndarray:
+    """Pixels of a green cube: strongly green, little red or blue (a pale green goal disk is not).
+    (..., 3) int -> (...) bool."""
+    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    return (g > 60) & (g > 2 * r) & (g > 2 * b)

@@ -57,6 +57,12 @@ class TaskProbe:
     one step: contact distance plus one step of the agent's motion plus a centimetre of reading error.
     The learned simulator's "tracked" judge holds the object still wherever the agent is farther away
     (world_models/env.py); None where the task defines none."""
+    others_xy: tuple[slice, ...] = ()
+    """environment_state slices of the other objects the agent moves, each an (x, y) in metres
+    (PushTwoCubes' green cube): the "tracked" judge follows them as it follows the object."""
+    others_xy_from_frames: Callable[[np.ndarray], np.ndarray] | None = None
+    """(N, S, S, 3) uint8 frames of `camera` -> (N, len(others_xy), 2) the other objects' (x, y), NaN
+    where not seen; None where the task moves no other object or has no detector for them."""
     static_state: slice | None = None
     """environment_state entries the task keeps fixed through an episode (a goal's position): the
     learned simulator holds them at their real start values instead of reading them off generated
@@ -78,16 +84,36 @@ class TaskProbe:
         for name in ("action_dim", "agent_dim", "env_state_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{self.env_id}: {name} must be >= 1, got {getattr(self, name)}")
-        for name, dim in (("agent_xy", self.agent_dim), ("object_xy", self.env_state_dim)):
-            picked = range(dim)[getattr(self, name)]
-            if len(picked) != 2:
-                raise ValueError(f"{self.env_id}: {name} must pick 2 of the {dim} entries, got {getattr(self, name)}")
+        for name, dim, xy in (("agent_xy", self.agent_dim, self.agent_xy), *(
+                ("object_xy", self.env_state_dim, xy) for xy in self.objects_xy)):
+            if len(range(dim)[xy]) != 2:
+                raise ValueError(f"{self.env_id}: {name} must pick 2 of the {dim} entries, got {xy}")
         if not 0 < self.head_on_offset <= self.glancing_offset:
             raise ValueError(f"{self.env_id}: need 0 < head_on_offset <= glancing_offset, got "
                              f"{self.head_on_offset}, {self.glancing_offset}")
         if self.moving_threshold <= 0 or self.agent_moving_threshold <= 0:
             raise ValueError(f"{self.env_id}: thresholds must be positive, got moving_threshold "
                              f"{self.moving_threshold}, agent_moving_threshold {self.agent_moving_threshold}")
+
+    @property
+    def objects_xy(self) -> tuple[slice, ...]:
+        """Every moved object's (x, y) slice of environment_state, the probe's object first."""
+        return (self.object_xy, *self.others_xy)
+
+    @property
+    def detected_xy(self) -> tuple[slice, ...]:
+        """The objects_xy whose position the probe's detectors read off frames."""
+        return self.objects_xy if self.others_xy_from_frames is not None else (self.object_xy,)
+
+    def objects_xy_from_frames(self, frames: np.ndarray) -> np.ndarray:
+        """(N, S, S, 3) uint8 -> (N, O, 2): the (x, y) of each object in `detected_xy` read off the frames,
+        NaN where not seen. Needs `object_xy_from_frames`."""
+        if self.object_xy_from_frames is None:
+            raise ValueError(f"{self.env_id} has no object detector")
+        xy = self.object_xy_from_frames(frames)[:, None]  # (N, 1, 2)
+        if self.others_xy_from_frames is not None:
+            xy = np.concatenate([xy, self.others_xy_from_frames(frames)], axis=1)
+        return xy
 
     def object_xy_from_env_state(self, env_state: np.ndarray) -> np.ndarray:
         """(..., E) environment_state -> (..., 2) the object's (x, y) in metres."""
@@ -103,6 +129,11 @@ def _nudge_cube(env: Any, nudge: tuple[float, float, float]) -> None:
     env.nudge_cube(nudge[:2], nudge[2])
 
 
+PUSHER_REACH = push_cube.CUBE_HALF * 1.42 + push_cube.PUSHER_RADIUS + push_cube.ACTION_SCALE + 0.01
+"""The pushing tasks' reach (see TaskProbe.reach): a cube's half-diagonal, the pusher's radius, one
+step of its servo target, a centimetre of reading error."""
+
+
 def _probes(*probes: TaskProbe) -> dict[str, TaskProbe]:
     return {p.env_id: p for p in probes}
 
@@ -113,7 +144,7 @@ PROBES: dict[str, TaskProbe] = _probes(
               agent_xy=slice(0, 2), object_xy=slice(0, 2),
               success_from_env_state=push_cube.is_success_from_env_state,
               object_xy_from_frames=push_cube.detect_cube_xy, perturb_start=_nudge_cube,
-              reach=push_cube.CUBE_HALF * 1.42 + push_cube.PUSHER_RADIUS + push_cube.ACTION_SCALE + 0.01,
+              reach=PUSHER_REACH,
               static_state=slice(4, 6)),
     # agent_pos (4,) hand xyz, finger opening; environment_state (6,) cube xyz, target xyz (pick_place.py)
     TaskProbe(env_id="wmsuite/PickPlace-v0", camera="front", action_dim=4, agent_dim=4, env_state_dim=6,
@@ -122,12 +153,14 @@ PROBES: dict[str, TaskProbe] = _probes(
               object_xy_from_frames=pick_place.detect_cube_xy, perturb_start=_nudge_cube,
               static_state=slice(3, 6)),
     # agent_pos (2,) pusher xy; environment_state (12,) red cube xy, cos/sin 4*yaw, green cube the same,
-    # red goal xy, green goal xy (push_two_cubes.py). The probe's object is the red cube; no reach yet
-    # (the "tracked" judge follows one object, and this task moves two)
+    # red goal xy, green goal xy (push_two_cubes.py). The probe's object is the red cube, the green one
+    # the other object; PushCube's reach (the same cubes, pusher and action)
     TaskProbe(env_id="wmsuite/PushTwoCubes-v0", camera="top", action_dim=2, agent_dim=2, env_state_dim=12,
-              agent_xy=slice(0, 2), object_xy=slice(0, 2),
+              agent_xy=slice(0, 2), object_xy=slice(0, 2), others_xy=(slice(4, 6),),
               success_from_env_state=push_two_cubes.is_success_from_env_state,
-              object_xy_from_frames=push_two_cubes.detect_red_cube_xy, perturb_start=_nudge_cube,
+              object_xy_from_frames=push_two_cubes.detect_red_cube_xy,
+              others_xy_from_frames=push_two_cubes.detect_green_cube_xy, perturb_start=_nudge_cube,
+              reach=PUSHER_REACH,
               static_state=slice(8, 12)),
     # agent_pos (9,) eef pos, eef quat, fingers; environment_state (10,) robosuite's Lift object-state
     # (cube pos, cube quat, gripper-to-cube); OSC_POSE actions (6) + gripper (robosuite_env.py)

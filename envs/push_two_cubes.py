@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wmsuite.envs.base import detect_blob_xy, red_mask, sample_away
+from wmsuite.envs.base import detect_blob_xy, green_mask, red_mask, sample_away
 from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv, _yaw
 
 MAX_EPISODE_STEPS = 200
@@ -54,6 +54,16 @@ def detect_red_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:
     if camera != "top":
         raise ValueError(f"PushTwoCubes' cube detector works on the 'top' camera, got {camera!r}")
     return detect_blob_xy(frames, "push_two_cubes.xml", "top", 1.4 * CUBE_HALF, red_mask)
+
+
+def detect_green_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:
+    """World (x, y) of the green cube from "top" camera frames by green-blob detection, NaN where not
+    seen (the pale green goal is not green enough to count). (N, H, W, 3) uint8 -> (N, 1, 2): the
+    probe's other objects (envs/probes.py)."""
+    if camera != "top":
+        raise ValueError(f"PushTwoCubes' cube detector works on the 'top' camera, got {camera!r}")
+    xy = detect_blob_xy(frames, "push_two_cubes.xml", "top", 1.4 * CUBE_HALF, green_mask)
+    return xy[..., None, :]
 
 
 class PushTwoCubesEnv(PusherEnv):

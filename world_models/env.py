@@ -22,9 +22,9 @@
   Judges: "head" (the learned success head), "state" (the task's own success rule, `success_fn`,
   applied to the environment_state head's reading of each generated frame: success follows from
   where the imagined object is, not from correlates such as where the agent is), "both" (the two
-  agree) and "tracked": the task's rule on an object position that moves only while the agent is
-  within `ObjectTracking.reach` of it (objects do not move untouched: an object drawn beside an agent
-  far from the real one is not the object). Under "tracked" the observation's environment_state holds
+  agree) and "tracked": the task's rule on object positions that each move only while the agent is
+  within `ObjectTracking.reach` of that object (objects do not move untouched: an object drawn beside
+  an agent far from the real one is not the object; a task that moves two cubes tracks both). Under "tracked" the observation's environment_state holds
   that tracked position, so policies act on the world the judge sees. `static_state` names the
   environment_state entries the task keeps fixed through an episode (a goal's position): they are
   known from the real start, so the observation and the state judges hold them there instead of
@@ -93,10 +93,18 @@ class ObjectTracking:
     reach: float
     """Metres between the agent's and the object's centres within which the agent can move the object
     in one step (contact distance plus one step of motion and the heads' reading error)."""
+    others_xy: tuple[slice, ...] = ()
+    """environment_state slices of the other objects the agent moves (PushTwoCubes' green cube), each
+    tracked the same way with the same reach."""
 
     def __post_init__(self) -> None:
         if not self.reach > 0:
             raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
+
+    @property
+    def objects_xy(self) -> tuple[slice, ...]:
+        """Every tracked object's (x, y) slice, the manipulated object first."""
+        return (self.object_xy, *self.others_xy)
 
 
 class GymResetContext:
@@ -198,7 +206,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._agent_pos = np.zeros((num_envs, cfg.state_dim), np.float32)
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
         self._success = np.zeros(num_envs, bool)
-        self._tracked = np.zeros((num_envs, 2), np.float32)  # the tracked object's (x, y) per sub-env
+        n_objects = len(tracking.objects_xy) if tracking is not None else 1
+        self._tracked = np.zeros((num_envs, n_objects, 2), np.float32)  # each tracked object's (x, y) per sub-env
         self._start_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)  # environment_state at reset
         self._t = np.zeros(num_envs, np.int64)
         self._start_error = np.zeros(num_envs, np.float32)  # heads' reading of the real start vs the real state
@@ -246,7 +255,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
                 self._env_state[rows] = np.stack(env_states)
                 self._start_state[rows] = self._env_state[rows]
                 if self.tracking is not None:
-                    self._tracked[rows] = self._env_state[rows][:, self.tracking.object_xy]
+                    self._tracked[rows] = np.stack([self._env_state[rows][:, xy] for xy in self.tracking.objects_xy], 1)
             self._success[rows] = False
             self._t[rows] = 0
             if self.start_reading is not None:
@@ -333,14 +342,15 @@ class WorldModelEnv(gym.vector.VectorEnv):
         return values, done.copy()
 
     def _track(self, agent_pos: np.ndarray, env_state: np.ndarray) -> np.ndarray:
-        """agent_pos (n, H, D), env_state (n, H, E) as the heads read them -> env_state with the object's
-        (x, y) replaced, frame by frame, by the tracked position: the reading where the agent is within
-        reach of where the object was, the previous position elsewhere. Advances self._tracked."""
+        """agent_pos (n, H, D), env_state (n, H, E) as the heads read them -> env_state with each tracked
+        object's (x, y) replaced, frame by frame, by its tracked position: the reading where the agent is
+        within reach of where the object was, the previous position elsewhere. Advances self._tracked."""
         trk, out = self.tracking, env_state.copy()
         for h in range(env_state.shape[1]):
-            near = np.linalg.norm(agent_pos[:, h, trk.agent_xy] - self._tracked, axis=-1) < trk.reach  # (n,)
-            self._tracked = np.where(near[:, None], env_state[:, h, trk.object_xy], self._tracked)
-            out[:, h, trk.object_xy] = self._tracked
+            for o, xy in enumerate(trk.objects_xy):
+                near = np.linalg.norm(agent_pos[:, h, trk.agent_xy] - self._tracked[:, o], axis=-1) < trk.reach  # (n,)
+                self._tracked[:, o] = np.where(near[:, None], env_state[:, h, xy], self._tracked[:, o])
+                out[:, h, xy] = self._tracked[:, o]
         return out
 
     def _obs(self) -> Observation:

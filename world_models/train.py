@@ -149,18 +149,23 @@ FrameLabels = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 the frames show them (M, E), success as the frames show it (M,) bool)."""
 
 
-def frame_labels(object_xy_from_frames: Callable[[np.ndarray], np.ndarray], object_xy: slice,
+def frame_labels(objects_xy_from_frames: Callable[[np.ndarray], np.ndarray], objects_xy: slice | tuple[slice, ...],
                  success_from_env_state: Callable[[np.ndarray], np.ndarray]) -> FrameLabels:
-    """Labels from what a frame shows (a task probe's detector, object slice and success rule): the
-    detected object position replaces `env_state[:, object_xy]`, success follows the task's rule, and
-    a frame where the detector finds no object is not a success."""
+    """Labels from what a frame shows (a task probe's detector, object slices and success rule): each
+    detected object's position replaces its `env_state` slice, success follows the task's rule, and a
+    frame where the detector misses an object is not a success. The detector maps (M, S, S, 3) frames
+    to (M, O, 2) for a tuple of O slices, or to (M, 2) for one slice."""
+    single = isinstance(objects_xy, slice)
+    slices = (objects_xy,) if single else tuple(objects_xy)
 
     def label(frames: np.ndarray, env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        xy = object_xy_from_frames(frames)  # (M, 2), NaN where not found
-        found = np.isfinite(xy).all(axis=1)
+        xy = objects_xy_from_frames(frames)  # (M, O, 2) or (M, 2), NaN where not found
+        xy = xy[:, None] if single else xy
+        found = np.isfinite(xy).all(axis=2)  # (M, O)
         shown = env_state.copy()
-        shown[found, object_xy] = xy[found]
-        return shown, np.asarray(success_from_env_state(shown), bool) & found
+        for o, sl in enumerate(slices):
+            shown[found[:, o], sl] = xy[found[:, o], o]
+        return shown, np.asarray(success_from_env_state(shown), bool) & found.all(axis=1)
 
     return label
 

@@ -19,6 +19,8 @@ from wmsuite.envs.experts import make_expert
 # entry here fails the tests below, as one added without a probe does.
 BODIES = {"wmsuite/PushCube-v0": ("pusher", "cube"), "wmsuite/PickPlace-v0": ("hand", "cube"),
           "wmsuite/PushTwoCubes-v0": ("pusher", "cube_red")}
+OTHER_BODIES = {"wmsuite/PushTwoCubes-v0": ("cube_green",)}
+"""The bodies of each probe's `others_xy`, in order."""
 
 
 def test_every_built_in_task_has_a_probe_and_every_probe_a_registered_task():
@@ -84,20 +86,28 @@ def test_success_and_slices_agree_with_the_simulator_on_expert_rollouts(env_id):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_frame_detector_finds_the_object_within_a_few_mm(env_id):
+def test_frame_detectors_find_every_detected_object_within_a_few_mm(env_id):
     probe = get_probe(env_id)
     assert probe.object_xy_from_frames is not None, f"{env_id}: a built-in task needs an object detector"
+    bodies = (BODIES[env_id][1], *OTHER_BODIES.get(env_id, ()))
+    assert len(probe.others_xy) == len(bodies) - 1
+    assert probe.detected_xy == probe.objects_xy  # every moved object of a built-in task has a detector
     env = make_env(env_id, image_size=64, cameras=(probe.camera,))
     frames, truth = [], []
-    for seed in range(30):  # start layouts: the object stands on the table, the agent somewhere above
+    for seed in range(30):  # start layouts: the objects stand on the table, the agent somewhere above
         obs, _ = env.reset(seed=seed)
         frames.append(obs["pixels"][probe.camera])
-        truth.append(env.unwrapped.data.body(BODIES[env_id][1]).xpos[:2].copy())
+        truth.append([env.unwrapped.data.body(b).xpos[:2].copy() for b in bodies])
+        state = obs["environment_state"]  # the slices name the same objects
+        np.testing.assert_allclose([state[xy] for xy in probe.objects_xy], truth[-1], atol=1e-6)
     env.close()
-    err = np.linalg.norm(probe.object_xy_from_frames(np.stack(frames)) - np.stack(truth), axis=1)  # (30,)
-    assert not np.isnan(err).any()
-    # a few layouts let the agent hide part of the object (PickPlace's hand), hence the tail's bound
-    assert np.median(err) < 0.003 and np.quantile(err, 0.8) < 0.005 and err.max() < 0.015
+    found = probe.objects_xy_from_frames(np.stack(frames))  # (30, O, 2)
+    np.testing.assert_array_equal(found[:, 0], probe.object_xy_from_frames(np.stack(frames)))
+    for o in range(len(bodies)):
+        err = np.linalg.norm(found[:, o] - np.stack(truth)[:, o], axis=1)  # (30,)
+        assert not np.isnan(err).any(), bodies[o]
+        # a few layouts let the agent hide part of the object (PickPlace's hand), hence the tail's bound
+        assert np.median(err) < 0.003 and np.quantile(err, 0.8) < 0.005 and err.max() < 0.015, bodies[o]
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

@@ -216,3 +216,42 @@ def test_train_wm_with_the_cycle_objective(pushcube_file, tmp_path):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert any("cycle" in r for r in rows)  # from step 1 on the curriculum imagines 3 chunks
     assert json.loads((run / "latest" / "config.json").read_text())["world_model"]["objective"] == "cycle"
+
+
+def test_warm_start_copies_matching_weights_and_keeps_its_own_sizes_and_statistics(episodes):
+    from tests.world_models.conftest import tiny_model
+    from wmsuite.cli.train_wm import _warm_start
+
+    source = tiny_model(episodes, seed=0)
+    wider = [ep.__class__(**{**ep.__dict__, "env_state": ep.env_state.repeat(2, axis=1) + 1.0}) for ep in episodes]
+    model = tiny_model(wider, seed=1, env_state_dim=8)  # another task's state size: heads of another shape
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    _warm_start(model, source, "source")
+    own, theirs = model.state_dict(), source.state_dict()
+    for k, v in own.items():
+        if k.endswith(("state_mean", "state_std")):
+            assert torch.equal(v, before[k])  # the data's statistics are the new model's own
+        elif theirs[k].shape == v.shape:
+            assert torch.equal(v, theirs[k]), k
+        else:
+            assert torch.equal(v, before[k]), k  # no match: left as initialised
+    assert not torch.equal(own["env_state_mean"], theirs["env_state_mean"].repeat(2))
+    assert any(theirs[k].shape != v.shape for k, v in own.items())  # the test covers a fresh head
+
+
+def test_train_wm_init_from_warm_starts_on_the_sources_architecture_and_codec(pushcube_file, tmp_path, capsys):
+    first = tmp_path / "first"
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(first), "--dynamics.steps", "2", *TINY]) == 0
+    second = tmp_path / "second"
+    with pytest.raises(SystemExit) as exit_:  # a config error: the parser stops with code 2
+        main(["train-wm", "--data", str(pushcube_file), "--out", str(second), "--init-from", str(first),
+              "--stage", "codec"])
+    assert exit_.value.code == 2 and "--init-from starts a new run" in capsys.readouterr().err
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(second), "--init-from", str(first),
+                 "--dynamics.steps", "1", "--dynamics.batch-size", "4", "--heads-train.steps", "2",
+                 "--heads-train.batch-size", "8", *HEADS]) == 0
+    assert "warm start from" in capsys.readouterr().out
+    config = json.loads((second / "latest" / "config.json").read_text())
+    assert config["world_model"]["channels"] == [16, 16]  # the source's, without --model.channels
+    assert not (second / "codec").exists()  # the source's codec, not a new one
+    assert json.loads((second / "run.json").read_text())["identity"]["init_from"]

@@ -100,7 +100,7 @@ def test_tracked_judge_moves_the_object_only_within_reach_of_the_agent(episodes)
     env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
                         seed=0, success_fn=_x_above(1e9), judge="tracked", tracking=tracking)
     env.reset(seed=[0, 1])
-    start = env._tracked.copy()
+    start = env._tracked[:, 0].copy()  # (2, 2): one tracked object per sub-env
     np.testing.assert_array_equal(start, np.stack([episodes[0].env_state[0, :2], episodes[1].env_state[0, :2]]))
     agent = np.zeros((2, 3, 2), np.float32)
     agent[0] = start[0]  # row 0: the agent sits on the object on every frame; row 1: far away
@@ -116,6 +116,31 @@ def test_tracked_judge_moves_the_object_only_within_reach_of_the_agent(episodes)
         ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.0)
     env.step(np.zeros((2, 2, 2), np.float32))  # a full step runs the tracker on the heads' readings
     assert np.isfinite(env._env_state).all()
+
+
+def test_tracked_judge_moves_each_object_only_within_reach_of_the_agent(episodes):
+    """With two tracked objects (a task that moves two cubes), each follows the reading only where the
+    agent is within reach of that object: the one the agent pushes moves, the other stays put."""
+    from wmsuite.world_models.env import ObjectTracking
+
+    tracking = ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=1.0, others_xy=(slice(2, 4),))
+    assert tracking.objects_xy == (slice(0, 2), slice(2, 4))
+    env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
+                        seed=0, success_fn=_x_above(1e9), judge="tracked", tracking=tracking)
+    env.reset(seed=[0, 1])
+    start = env._tracked.copy()  # (2 sub-envs, 2 objects, 2)
+    np.testing.assert_array_equal(start[:, 1], [[7.0, 7.0], [7.0, 7.0]])  # the second object: env_state[2:4]
+    agent = np.zeros((2, 3, 2), np.float32)
+    agent[0] = start[0, 0]  # row 0: on the first object; row 1: on the second
+    agent[1] = start[1, 1]
+    read = np.broadcast_to(np.array([0.5, 0.5, 7.5, 7.25], np.float32), (2, 3, 4)).copy()
+    tracked = env._track(agent, read)
+    far = np.linalg.norm(start[0, 0] - start[0, 1]) > 1.0 and np.linalg.norm(start[1, 0] - start[1, 1]) > 1.0
+    assert far  # the episodes start their square away from the fixed point
+    np.testing.assert_array_equal(tracked[0, :, :2], np.tile([0.5, 0.5], (3, 1)))  # pushed: followed
+    np.testing.assert_array_equal(tracked[0, :, 2:], np.tile(start[0, 1], (3, 1)))  # out of reach: held
+    np.testing.assert_array_equal(tracked[1, :, :2], np.tile(start[1, 0], (3, 1)))
+    np.testing.assert_array_equal(tracked[1, :, 2:], np.tile([7.5, 7.25], (3, 1)))
 
 
 def test_static_state_is_held_at_its_start_value_for_the_observation_and_the_rule(episodes):

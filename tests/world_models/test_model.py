@@ -323,6 +323,22 @@ def test_frame_labels_take_what_each_frame_shows():
     assert success.tolist() == [True, False, False] and real[0, 0] == 0.2
 
 
+def test_frame_labels_take_every_detected_object():
+    """With two object slices, each detected object replaces its own entries; success needs every
+    object detected and the rule met."""
+    found = np.array([[[0.0, 0.0], [1.0, 1.0]], [[0.0, 0.0], [np.nan, np.nan]], [[0.3, 0.3], [1.0, 1.02]]])
+    rule = lambda s: (np.linalg.norm(s[..., 0:2], axis=-1) < 0.05) & (np.linalg.norm(s[..., 2:4] - 1, axis=-1) < 0.05)  # noqa: E731
+    real = np.tile(np.array([0.2, 0.2, 0.5, 0.5]), (3, 1))
+    shown, success = frame_labels(lambda frames: found, (slice(0, 2), slice(2, 4)), rule)(
+        np.zeros((3, 8, 8, 3), np.uint8), real)
+    np.testing.assert_array_equal(shown, [[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.5, 0.5], [0.3, 0.3, 1.0, 1.02]])
+    assert success.tolist() == [True, False, False]  # row 1: the real second object would fail anyway,
+    # and an undetected object is never a success even where the real state would pass
+    real[1, 2:] = 1.0
+    assert frame_labels(lambda frames: found, (slice(0, 2), slice(2, 4)), rule)(
+        np.zeros((3, 8, 8, 3), np.uint8), real)[1].tolist() == [True, False, False]
+
+
 def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_context(episodes):
     """The R chunks before each window come from the episode itself (frames and true actions), windows
     too early for them are marked invalid, and a self-forced context is exactly the model's own

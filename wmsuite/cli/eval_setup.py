@@ -199,7 +199,8 @@ class EnvFactory:
         probe = PROBES.get(cfg.env)
         tracking = None
         if probe is not None and probe.reach is not None:
-            tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach)
+            tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach,
+                                      others_xy=probe.others_xy)
         return make_world_model_env(self.model, cfg.env, cfg.num_envs, device=cfg.device,
                                     sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,

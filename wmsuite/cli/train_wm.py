@@ -4,6 +4,7 @@
     wmsuite train-wm --data ... --out runs/wm-pushcube --resume --dynamics.steps 15000 --model.prediction sample
     wmsuite train-wm --data ... --out runs/wm2 --codec-from runs/wm-pushcube/codec --model.channels 64 64
     wmsuite train-wm --data ... --out runs/wm-fast --stage distill --distill.teacher assets:wm/pushcube
+    wmsuite train-wm --data data/pushtwocubes_train.hdf5 --out runs/wm-2c --init-from assets:wm/pushcube
 
 The config holds the library's own dataclasses: `--model.*` is every WorldModelConfig field,
 `--codec.*` every CodecConfig field, `--codec-train.*`, `--dynamics.*`, `--heads-train.*` and `--distill-train.*` the
@@ -23,7 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
 
@@ -68,6 +69,11 @@ class TrainWMConfig:
     """Skip episodes with non-finite or malformed values (counted) instead of refusing the data."""
     codec_from: str = ""
     """An existing codec checkpoint directory to reuse (skips the codec stage)."""
+    init_from: str = ""
+    """A world model (directory, run or assets: name) to warm-start a new run from, e.g. another
+    task's: the model and codec configs default to its (sizes from the data), and every weight
+    whose name and shape match starts from its value; the rest (heads of another state size)
+    start fresh. Its codec is reused."""
     env: str = ""
     """Task whose probe labels generated frames with --heads.labels detector (empty: the env id
     recorded in the data)."""
@@ -103,22 +109,27 @@ class TrainWMConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.moving_fraction <= 1.0:
             raise ValueError(f"moving_fraction is a share of the batch in [0, 1], got {self.moving_fraction}")
+        if self.init_from and (self.codec_from or self.stage not in ("all", "dynamics")):
+            raise ValueError("--init-from starts a new run's dynamics (--stage all or dynamics) on the warm start's own "
+                             f"codec; got --stage {self.stage}{' and --codec-from' if self.codec_from else ''}")
 
 
 CONFIG = TrainWMConfig
 
 
 def default(argv: list[str]) -> TrainWMConfig | None:
-    """With --resume or --stage heads, the model and codec configs default to the checkpoint's."""
-    if "--resume" not in argv and _flag(argv, "--stage") != "heads":
-        return None
-    latest = Path(_flag(argv, "--out") or TrainWMConfig.out) / "latest"
-    if not is_checkpoint(latest):
-        return None
-    from wmsuite.world_models import model_configs
+    """With --resume or --stage heads, the model and codec configs default to the checkpoint's in
+    out/latest; with --init-from (a new run), to the warm start's, its sizes left to the data."""
+    from wmsuite.world_models import model_configs, resolve_checkpoint
 
-    model, codec = model_configs(json.loads((latest / "config.json").read_text()))
-    return TrainWMConfig(model=model, codec=codec)
+    latest = Path(_flag(argv, "--out") or TrainWMConfig.out) / "latest"
+    if ("--resume" in argv or _flag(argv, "--stage") == "heads") and is_checkpoint(latest):
+        model, codec = model_configs(json.loads((latest / "config.json").read_text()))
+        return TrainWMConfig(model=model, codec=codec)
+    if _flag(argv, "--init-from") and "--resume" not in argv:
+        model, codec = model_configs(json.loads((resolve_checkpoint(_flag(argv, "--init-from")) / "config.json").read_text()))
+        return TrainWMConfig(model=replace(model, action_dim=None, state_dim=None, env_state_dim=None), codec=codec)
+    return None
 
 
 def _flag(argv: list[str], name: str) -> str | None:
@@ -138,6 +149,8 @@ def run(cfg: TrainWMConfig) -> int:
     going_on = cfg.resume or cfg.stage in ("dynamics", "heads")  # stages that build on what --out holds
     identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "drop_bad": cfg.drop_bad,
                 "codec_from": file_digest(cfg.codec_from) if cfg.codec_from else ""}
+    if cfg.init_from:
+        identity["init_from"] = _warm_start_digest(cfg.init_from)
     teacher = cfg.distill.teacher if cfg.stage == "distill" else _distilled_from(out)
     if teacher:  # a distillation run, and the heads passes that follow it; a missing teacher fails here
         identity["teacher"] = _teacher_digest(teacher)
@@ -184,7 +197,8 @@ def _check_resumable(cfg: TrainWMConfig, out: Path) -> None:
     """Refuse, before any compute, a resumed run whose model or codec config changes the architecture."""
     latest = out / "latest"
     if not is_checkpoint(latest):
-        if cfg.stage == "heads" or (cfg.stage == "dynamics" and not cfg.codec_from and not is_checkpoint(out / "codec")):
+        if cfg.stage == "heads" or (cfg.stage == "dynamics" and not cfg.codec_from and not cfg.init_from
+                                    and not is_checkpoint(out / "codec")):
             raise FileNotFoundError(f"no checkpoint at {latest} to go on from; train one first (without --resume)")
         return  # --stage all/codec: nothing saved yet (a run killed early), so it starts over
     from wmsuite.world_models import model_configs
@@ -203,7 +217,7 @@ def _check_resumable(cfg: TrainWMConfig, out: Path) -> None:
 def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: Path):
     """The model the dynamics stage trains (None after --stage codec): a resumed run's from out/latest
     with the command line's training fields, else a fresh one on a trained or reused codec."""
-    from wmsuite.world_models import LatentWorldModel
+    from wmsuite.world_models import LatentWorldModel, load_world_model
     from wmsuite.world_models.data import episode_frames
     from wmsuite.world_models.train import build_model, load_codec, train_codec
 
@@ -213,7 +227,7 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
         model.load_state_dict(tensors)
         return model
     codec_dir = Path(cfg.codec_from) if cfg.codec_from else out / "codec"
-    if cfg.stage in ("all", "codec") and not cfg.codec_from and not (cfg.resume and cfg.stage == "all"
+    if cfg.stage in ("all", "codec") and not cfg.codec_from and not cfg.init_from and not (cfg.resume and cfg.stage == "all"
                                                                      and is_checkpoint(codec_dir)):
         frames = torch.cat(episode_frames(episodes, cfg.model.camera or episodes[0].cameras[0]))  # (N, 3, S, S)
         if frames.shape[-1] != cfg.codec.image_size:
@@ -223,9 +237,38 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
         print(f"codec -> {out / 'codec'}")
     if cfg.stage == "codec":
         return None
-    model = build_model(episodes, cfg.model, load_codec(codec_dir, cfg.device))
+    source = load_world_model(cfg.init_from, device=cfg.device) if cfg.init_from else None
+    model = build_model(episodes, cfg.model, source.codec if source else load_codec(codec_dir, cfg.device))
     print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; {asdict(model.cfg)}")
+    if source:
+        _warm_start(model, source, cfg.init_from)
     return model
+
+
+def _warm_start_digest(source: str) -> str:
+    from wmsuite.specs import checkpoint_dir
+
+    found = checkpoint_dir(source)
+    if found is None:
+        raise FileNotFoundError(f"--init-from {source} is not a world-model checkpoint or run directory; name a "
+                                "trained one (e.g. assets:wm/pushcube)")
+    return file_digest(found)
+
+
+def _warm_start(model, source, name: str) -> None:
+    """Copy into `model` every tensor of the world model `source` whose name and shape match, except
+    the data's normalisation statistics (model's own, from its data); say what starts fresh."""
+    own, theirs = model.state_dict(), source.state_dict()
+    stats = ("state_mean", "state_std", "env_state_mean", "env_state_std")
+    match = {k: v.to(own[k].dtype) for k, v in theirs.items() if k in own and own[k].shape == v.shape and k not in stats}
+    if not any(k.startswith("denoiser.") for k in match):
+        raise ValueError(f"--init-from {name} shares no denoiser weights with this model (another architecture); "
+                         "warm-start from a model with the same --model.channels, context, chunk and codec")
+    model.load_state_dict(match, strict=False)
+    fresh = sorted(k for k in own if k not in match and k not in stats)
+    copied, total = sum(own[k].numel() for k in match), sum(v.numel() for v in own.values())
+    print(f"warm start from {name}: {copied / 1e6:.2f} of {total / 1e6:.2f} M values copied; fresh: "
+          f"{', '.join(fresh[:8]) + (f' and {len(fresh) - 8} more' if len(fresh) > 8 else '') or 'none'}")
 
 
 def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = False) -> int:
@@ -253,7 +296,7 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = 
         probe = get_probe(cfg.env or recorded_env_id(cfg.data, episodes))
         if probe.object_xy_from_frames is None:
             raise ValueError(f"{probe.env_id} has no frame detector; use --heads.labels real")
-        labels = frame_labels(probe.object_xy_from_frames, probe.object_xy, probe.success_from_env_state)
+        labels = frame_labels(probe.objects_xy_from_frames, probe.detected_xy, probe.success_from_env_state)
     began = time.time()
     logs = train_heads(trainer, model, episodes, cfg.heads_train, cfg.heads, labels, step=int(saved["step"]),
                        extra={k: saved[k] for k in ("ema_decay", *DISTILLED) if k in saved}, resume=resume)
