@@ -99,6 +99,23 @@ def build_model(episodes: Sequence[Episode], cfg: WorldModelConfig, codec: Frame
     return model
 
 
+def warm_start(model: LatentWorldModel, source: LatentWorldModel, name: str = "the source") -> str:
+    """Copy into `model` every tensor of `source` (another task's world model, say) whose name and shape
+    match, except the data's normalisation statistics, which stay `model`'s own; heads of another
+    state size keep their fresh values. Returns a line that says what was copied and what is fresh."""
+    own, theirs = model.state_dict(), source.state_dict()
+    stats = ("state_mean", "state_std", "env_state_mean", "env_state_std")
+    match = {k: v.to(own[k].dtype) for k, v in theirs.items() if k in own and own[k].shape == v.shape and k not in stats}
+    if not any(k.startswith("denoiser.") for k in match):
+        raise ValueError(f"{name} shares no denoiser weights with this model (another architecture); warm-start "
+                         "from a model with the same channels, context, chunk and codec")
+    model.load_state_dict(match, strict=False)
+    fresh = sorted(k for k in own if k not in match and k not in stats)
+    copied, total = sum(own[k].numel() for k in match), sum(v.numel() for v in own.values())
+    return (f"warm start from {name}: {copied / 1e6:.2f} of {total / 1e6:.2f} M values copied; fresh: "
+            f"{', '.join(fresh[:8]) + (f' and {len(fresh) - 8} more' if len(fresh) > 8 else '') or 'none'}")
+
+
 def dynamics_batches(data: LatentWindows, cfg: WorldModelConfig, batch_size: int, moving_fraction: float,
                      seed: int) -> BatchSource:
     """Batches of latent windows; for objective 'chained' each also carries the real context 1 to

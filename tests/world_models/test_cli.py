@@ -218,27 +218,6 @@ def test_train_wm_with_the_cycle_objective(pushcube_file, tmp_path):
     assert json.loads((run / "latest" / "config.json").read_text())["world_model"]["objective"] == "cycle"
 
 
-def test_warm_start_copies_matching_weights_and_keeps_its_own_sizes_and_statistics(episodes):
-    from tests.world_models.conftest import tiny_model
-    from wmsuite.cli.train_wm import _warm_start
-
-    source = tiny_model(episodes, seed=0)
-    wider = [ep.__class__(**{**ep.__dict__, "env_state": ep.env_state.repeat(2, axis=1) + 1.0}) for ep in episodes]
-    model = tiny_model(wider, seed=1, env_state_dim=8)  # another task's state size: heads of another shape
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    _warm_start(model, source, "source")
-    own, theirs = model.state_dict(), source.state_dict()
-    for k, v in own.items():
-        if k.endswith(("state_mean", "state_std")):
-            assert torch.equal(v, before[k])  # the data's statistics are the new model's own
-        elif theirs[k].shape == v.shape:
-            assert torch.equal(v, theirs[k]), k
-        else:
-            assert torch.equal(v, before[k]), k  # no match: left as initialised
-    assert not torch.equal(own["env_state_mean"], theirs["env_state_mean"].repeat(2))
-    assert any(theirs[k].shape != v.shape for k, v in own.items())  # the test covers a fresh head
-
-
 def test_train_wm_init_from_warm_starts_on_the_sources_architecture_and_codec(pushcube_file, tmp_path, capsys):
     first = tmp_path / "first"
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(first), "--dynamics.steps", "2", *TINY]) == 0

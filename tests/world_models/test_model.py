@@ -13,7 +13,7 @@ from wmsuite.world_models import BACKWARD, FORWARD, load_world_model
 from wmsuite.world_models.codec import codec_loss, make_codec, reconstruction_psnr
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 from wmsuite.world_models.data import LatentWindows, encode_episodes, episode_frames, sample_windows
-from wmsuite.world_models.train import frame_labels, save_model
+from wmsuite.world_models.train import frame_labels, save_model, warm_start
 
 
 def _windows(model, episodes):
@@ -412,3 +412,19 @@ def test_moving_windows_are_those_whose_object_moves_and_sampling_draws_the_aske
         sample_windows(_windows(model, still), 8, 0.25, gen)
 
 
+def test_warm_start_copies_matching_weights_and_keeps_its_own_sizes_and_statistics(episodes):
+    source = tiny_model(episodes, seed=0)
+    wider = [ep.__class__(**{**ep.__dict__, "env_state": ep.env_state.repeat(2, axis=1) + 1.0}) for ep in episodes]
+    model = tiny_model(wider, seed=1, env_state_dim=8)  # another task's state size: heads of another shape
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert "fresh: heads" in warm_start(model, source, "source")
+    own, theirs = model.state_dict(), source.state_dict()
+    for k, v in own.items():
+        if k.endswith(("state_mean", "state_std")):
+            assert torch.equal(v, before[k])  # the data's statistics are the new model's own
+        elif theirs[k].shape == v.shape:
+            assert torch.equal(v, theirs[k]), k
+        else:
+            assert torch.equal(v, before[k]), k  # no match: left as initialised
+    assert not torch.equal(own["env_state_mean"], theirs["env_state_mean"].repeat(2))
+    assert any(theirs[k].shape != v.shape for k, v in own.items())  # the test covers a fresh head

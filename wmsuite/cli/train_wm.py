@@ -219,7 +219,7 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     with the command line's training fields, else a fresh one on a trained or reused codec."""
     from wmsuite.world_models import LatentWorldModel, load_world_model
     from wmsuite.world_models.data import episode_frames
-    from wmsuite.world_models.train import build_model, load_codec, train_codec
+    from wmsuite.world_models.train import build_model, load_codec, train_codec, warm_start
 
     if cfg.resume and cfg.stage != "codec" and is_checkpoint(out / "latest"):
         tensors, saved = load_checkpoint(out / "latest", expect_class="LatentWorldModel", device=cfg.device)
@@ -241,7 +241,7 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     model = build_model(episodes, cfg.model, source.codec if source else load_codec(codec_dir, cfg.device))
     print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; {asdict(model.cfg)}")
     if source:
-        _warm_start(model, source, cfg.init_from)
+        print(warm_start(model, source, cfg.init_from))
     return model
 
 
@@ -253,22 +253,6 @@ def _warm_start_digest(source: str) -> str:
         raise FileNotFoundError(f"--init-from {source} is not a world-model checkpoint or run directory; name a "
                                 "trained one (e.g. assets:wm/pushcube)")
     return file_digest(found)
-
-
-def _warm_start(model, source, name: str) -> None:
-    """Copy into `model` every tensor of the world model `source` whose name and shape match, except
-    the data's normalisation statistics (model's own, from its data); say what starts fresh."""
-    own, theirs = model.state_dict(), source.state_dict()
-    stats = ("state_mean", "state_std", "env_state_mean", "env_state_std")
-    match = {k: v.to(own[k].dtype) for k, v in theirs.items() if k in own and own[k].shape == v.shape and k not in stats}
-    if not any(k.startswith("denoiser.") for k in match):
-        raise ValueError(f"--init-from {name} shares no denoiser weights with this model (another architecture); "
-                         "warm-start from a model with the same --model.channels, context, chunk and codec")
-    model.load_state_dict(match, strict=False)
-    fresh = sorted(k for k in own if k not in match and k not in stats)
-    copied, total = sum(own[k].numel() for k in match), sum(v.numel() for v in own.values())
-    print(f"warm start from {name}: {copied / 1e6:.2f} of {total / 1e6:.2f} M values copied; fresh: "
-          f"{', '.join(fresh[:8]) + (f' and {len(fresh) - 8} more' if len(fresh) > 8 else '') or 'none'}")
 
 
 def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = False) -> int:
