@@ -85,7 +85,7 @@ class LatentWindows:
 
     def batch(self, idx: Sequence[int], history_chunks: int = 0) -> dict[str, torch.Tensor]:
         """The windows `idx`; with `history_chunks` R > 0 also the real context R chunks before each
-        window, the R*H actions from there to the window and the H real frames from there on
+        window, the R*H actions from there to the window and the H+K real frames from there on
         (`history*`, for the chained and cycle objectives)."""
         items = [self.windows[int(i)] for i in idx]
         ctx, fut, hist, hist_act, hist_valid, hist_tgt = [], [], [], [], [], []
@@ -99,7 +99,7 @@ class LatentWindows:
             if span:
                 t0 = max(t - span, 0)
                 hist.append(lat[torch.arange(t0 - self.k + 1, t0 + 1).clamp(0, n - 1)])
-                hist_tgt.append(lat[torch.arange(t0, t0 + self.h).clamp(0, n - 1)])
+                hist_tgt.append(lat[torch.arange(t0, t0 + self.h + self.k).clamp(0, n - 1)])
                 hist_valid.append(t >= span)
                 hist_act.append(self.actions[e][t0 : t0 + span] if t >= span
                                 else torch.zeros(span, self.actions[e].shape[1]))

@@ -83,11 +83,15 @@ def min_cycle_chunks(cfg: WorldModelConfig) -> int:
 def cycle_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
     """The cycle term (module docstring) on the rows of `batch` whose start is inside their episode
     (`LatentWindows.batch(idx, history_chunks=R)`: history (B, K, C, s, s) the real frames up to t0,
-    history_actions (B, R*H, A) a_t0 .. a_(t0+RH-1), history_target (B, H, C, s, s) the real frames
-    t0 .. t0+H-1, history_valid (B,)). Only the last backward chunk carries gradient."""
+    history_actions (B, R*H, A) a_t0 .. a_(t0+RH-1), history_target (B, H+K, C, s, s) the real frames
+    t0 .. t0+H+K-1, history_valid (B,)). Only the last backward chunk carries gradient. Its loss weighs
+    latent elements as the same backward window with real frames would be weighed (motion between the
+    real frames H+K-1 .. H and the target), so that the imagined context's own errors never count as
+    motion the model is paid to reproduce."""
     k, h = model.cfg.context, model.cfg.chunk
     rows = batch["history_valid"].nonzero().squeeze(1)
-    hist, acts, target = batch["history"][rows], batch["history_actions"][rows], batch["history_target"][rows]
+    hist, acts, real = batch["history"][rows], batch["history_actions"][rows], batch["history_target"][rows]
+    target = real[:, :h]  # (B, H, C, s, s): the real frames t0 .. t0+H-1
     r = acts.shape[1] // h
     if r < min_cycle_chunks(model.cfg):
         raise ValueError(f"a cycle needs at least {min_cycle_chunks(model.cfg)} chunks forward, got {r}")
@@ -107,7 +111,8 @@ def cycle_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor]) -> tuple
     context = frames[:, h : h + k].flip(1)  # frames H+K-1 .. H: newest last in reversed time
     direction = torch.full((len(rows),), BACKWARD, device=context.device)
     no_pad = torch.zeros(len(rows), h, dtype=torch.bool, device=context.device)
-    loss, _, _ = model.diffusion_loss(context, target.flip(1), acts[:, :h].flip(1), direction, no_pad)
+    loss, _, _ = model.diffusion_loss(context, target.flip(1), acts[:, :h].flip(1), direction, no_pad,
+                                      weight_context=real[:, h : h + k].flip(1))
     return loss, {"cycle": float(loss.detach())}
 
 

@@ -73,7 +73,7 @@ def main() -> None:
         if "backward" in m:
             result["models"][name]["backward"] = by_multiple(m["backward"], args.length)
     base = result["models"][baseline]["forward"]["object_error"]
-    for name, r in result["models"].items():
+    for r in result["models"].values():
         err = r["forward"]["object_error"]
         r["ratio_to_baseline"] = {x: err[x] / base[x] for x in err if x in base and base[x] > 0}
     out = Path(args.out)

@@ -50,15 +50,16 @@ class Integrator:
             out.append(x)
         return torch.stack(out, dim=1)
 
-    def diffusion_loss(self, context, target, actions, direction, pad):
+    def diffusion_loss(self, context, target, actions, direction, pad, weight_context=None):
         assert bool((direction == BACKWARD).all()) and not pad.any()
+        self.weight_context = weight_context
         pred = self.generate(context, actions, BACKWARD)
         return ((pred - target) ** 2).mean(), pred, context
 
 
 def _toy_batch(b: int = 3, r: int = 5, seed: int = 1) -> dict:
     """A real episode of the integrator, cut as LatentWindows.batch cuts it for a cycle of r chunks
-    from t0 = K - 1: history (frames 0 .. t0), the r*H actions from t0, the real frames t0 .. t0+H-1."""
+    from t0 = K - 1: history (frames 0 .. t0), the r*H actions from t0, the real frames t0 .. t0+H+K-1."""
     gen = torch.Generator().manual_seed(seed)
     t0, n = K - 1, K - 1 + r * H
     actions = torch.rand(b, n, A, generator=gen, dtype=torch.float64) * 2 - 1
@@ -68,7 +69,7 @@ def _toy_batch(b: int = 3, r: int = 5, seed: int = 1) -> dict:
         frames.append(frames[-1] + torch.einsum("ba,acxy->bcxy", actions[:, i], toy.pattern))
     frames = torch.stack(frames, dim=1)  # (B, n+1, C, s, s)
     return {"history": frames[:, t0 - K + 1 : t0 + 1], "history_actions": actions[:, t0 : t0 + r * H],
-            "history_target": frames[:, t0 : t0 + H], "history_valid": torch.tensor([True] * (b - 1) + [False])}
+            "history_target": frames[:, t0 : t0 + H + K], "history_valid": torch.tensor([True] * (b - 1) + [False])}
 
 
 @pytest.mark.parametrize("r", [2, 3, 5])
@@ -80,6 +81,9 @@ def test_an_exact_model_comes_back_to_the_real_start_and_a_drifting_one_does_not
     # r chunks forward, then back to frame H in whole chunks, then the one chunk that is scored
     back = max(0, -(-(r * H - K + 1 - H) // H))
     assert [c[0] for c in exact.calls] == [FORWARD] * r + [BACKWARD] * (back + 1)
+    # the scored chunk's motion weights compare the target with the real frames H+K-1 .. H, not the imagined ones
+    real = batch["history_target"][:2]
+    torch.testing.assert_close(exact.weight_context, real[:, H : H + K].flip(1))
     losses = [cycle_loss(Integrator(drift), batch)[0].item() for drift in (0.01, 0.02, 0.05)]
     assert losses[0] > 1e-6 and losses[0] < losses[1] < losses[2]  # the forward drift is what comes back
     with pytest.raises(ValueError, match="at least 2 chunks"):
@@ -92,7 +96,7 @@ def test_only_the_last_backward_chunk_carries_gradient(episodes):
     r = cycle_chunks(model.cfg, 1)
     lat = encode_episodes(model.codec, episode_frames(episodes, "top"))
     batch = LatentWindows(episodes, lat, 2, 2).batch(range(6, 30, 4), history_chunks=r)
-    assert batch["history_valid"].any() and batch["history_target"].shape[1] == 2
+    assert batch["history_valid"].any() and batch["history_target"].shape[1] == 2 + 2  # H + K
     grad_calls = []
     hook = model.denoiser.register_forward_hook(lambda *_: grad_calls.append(torch.is_grad_enabled()))
     loss, logs = dynamics_loss(model, batch)

@@ -349,7 +349,7 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
     idx = list(range(0, len(data), 3))
     batch = data.batch(idx, history_chunks=2)
     assert batch["history"].shape == batch["context"].shape
-    assert batch["history_target"].shape == (len(idx), h, *batch["context"].shape[2:])
+    assert batch["history_target"].shape == (len(idx), h + k, *batch["context"].shape[2:])
     assert batch["history_actions"].shape == (len(idx), span, 2)
     for row, i in enumerate(idx):
         item = data.windows[i]
@@ -359,7 +359,7 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
             rows = np.clip(np.arange(t - span - k + 1, t - span + 1), 0, None)
             torch.testing.assert_close(batch["history"][row], data.latents[e][rows])
             np.testing.assert_array_equal(batch["history_actions"][row].numpy(), episodes[e].actions[t - span : t])
-            torch.testing.assert_close(batch["history_target"][row], data.latents[e][t - span : t - span + h])
+            torch.testing.assert_close(batch["history_target"][row], data.latents[e][t - span : t - span + h + k])
     assert batch["history_valid"].any() and not batch["history_valid"].all()
 
     use = batch["history_valid"].clone()
@@ -374,7 +374,12 @@ def test_self_forcing_history_is_the_real_past_and_its_rollout_replaces_the_cont
     torch.testing.assert_close(out[~use], batch["context"][~use])
     assert not torch.allclose(out[use], batch["context"][use])  # an untrained model's rollout is not the past
 
+    seen = []  # what the motion weights compare the target with: the real context, never the self-forced one
+    weights = model.motion_weights
+    model.motion_weights = lambda context, target: seen.append(context) or weights(context, target)
+    model.cfg = dataclasses.replace(model.cfg, p_single_frame=0.0)
     loss, logs = model.loss(batch)
+    torch.testing.assert_close(seen[0], batch["context"])
     loss.backward()
     assert np.isfinite(logs["diffusion"])
     assert model.denoiser.conv_in.weight.grad.abs().sum() > 0
