@@ -234,3 +234,14 @@ def test_train_wm_init_from_warm_starts_on_the_sources_architecture_and_codec(pu
     assert config["world_model"]["channels"] == [16, 16]  # the source's, without --model.channels
     assert not (second / "codec").exists()  # the source's codec, not a new one
     assert json.loads((second / "run.json").read_text())["identity"]["init_from"]
+
+
+def test_a_cycle_fine_tune_of_a_forward_only_model_is_warned_about(pushcube_file, tmp_path, capsys):
+    run = tmp_path / "wm"
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--dynamics.steps", "1",
+                 "--stage", "all", *TINY]) == 0
+    capsys.readouterr()
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--resume", "--stage", "dynamics",
+                 "--dynamics.steps", "2", "--dynamics.batch-size", "4", "--model.objective", "cycle",
+                 "--model.p-backward", "0.5", "--model.cycle-stage-steps", "1", "--model.cycle-horizon", "4"]) == 0
+    assert "trained forward only" in capsys.readouterr().out

@@ -225,6 +225,10 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
         tensors, saved = load_checkpoint(out / "latest", expect_class="LatentWorldModel", device=cfg.device)
         model = LatentWorldModel(cfg.model, cfg.codec, saved["stats"])  # the saved weights, today's training fields
         model.load_state_dict(tensors)
+        if cfg.model.objective == "cycle" and not saved["world_model"].get("p_backward"):
+            print(f"warning: {out / 'latest'} was trained forward only, and the cycle curriculum counts from step 0, "
+                  f"so its cycles start at once and play back through an untrained direction; train both "
+                  f"directions first (--model.objective noise --model.p-backward 0.5)")
         return model
     codec_dir = Path(cfg.codec_from) if cfg.codec_from else out / "codec"
     if cfg.stage in ("all", "codec") and not cfg.codec_from and not cfg.init_from and not (cfg.resume and cfg.stage == "all"
