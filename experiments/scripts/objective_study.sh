@@ -8,8 +8,9 @@
 #   START       the model fine-tuned (default assets/wm/pushcube, trained forward only; the second
 #               study started from $OUT of the first: runs/objectives/noise, which has 3,219 steps
 #               of both directions)
-#   OBJECTIVES  default "noise cycle"
+#   OBJECTIVES  default "noise cycle"; `chained` gets --model.self-forcing $SELF_FORCING (default 0.5)
 #   SEED        default 21
+#   P_BACKWARD  default 0.5 (0 for forward-only fine-tunes of the forward-only shipped model)
 # Needs the data files (bash experiments/scripts/pushcube_data.sh). Results in $OUT/<objective>-*.
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=1
@@ -24,15 +25,17 @@ for obj in $OBJECTIVES; do
     start=$START; [ -d "$start/latest" ] && start=$start/latest
     cp "$start"/model.safetensors "$start"/config.json "$OUT/$obj/latest/"
   fi
+  extra=(); [ "$obj" = chained ] && extra=(--model.self-forcing "${SELF_FORCING:-0.5}")
   wmsuite train-wm --data $DATA --out "$OUT/$obj" --resume --stage dynamics --dynamics.restart-schedule \
       --dynamics.steps 100000 --dynamics.max-minutes "$MINUTES" --dynamics.lr 5e-5 --dynamics.save-every 250 \
-      --seed "${SEED:-21}" --model.p-backward 0.5 --model.objective "$obj" --model.cycle-horizon 4 \
-      --model.cycle-stage-steps 1 > "$OUT/$obj.log" 2>&1 &
+      --seed "${SEED:-21}" --model.p-backward "${P_BACKWARD:-0.5}" --model.objective "$obj" --model.cycle-horizon 4 \
+      --model.cycle-stage-steps 1 "${extra[@]}" > "$OUT/$obj.log" 2>&1 &
 done
 wait
 runs=()
 for obj in $OBJECTIVES; do
-  wmsuite eval-wm --wm "$OUT/$obj" --data data/pushcube_heldout.hdf5 --horizons 4 8 16 32 64 --backward \
+  back=(); [ "${P_BACKWARD:-0.5}" != 0 ] && back=(--backward)
+  wmsuite eval-wm --wm "$OUT/$obj" --data data/pushcube_heldout.hdf5 --horizons 4 8 16 32 64 "${back[@]}" \
       --out "$OUT/$obj-eval-wm"
   runs+=("$obj=$OUT/$obj-eval-wm")
 done

@@ -27,7 +27,7 @@ if stage dynamics; then
 fi
 if stage heads; then
   OMP_NUM_THREADS=${THREADS:-1} wmsuite train-wm --data $DATA --out "$RUN" --stage heads --model.sampling-steps 3 \
-      --heads-train.steps 1500 --heads.labels detector
+      --heads-train.steps 1500 --heads.labels detector --seed 1
 fi
 if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
 if stage fidelity; then

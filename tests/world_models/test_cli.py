@@ -233,7 +233,10 @@ def test_train_wm_init_from_warm_starts_on_the_sources_architecture_and_codec(pu
     config = json.loads((second / "latest" / "config.json").read_text())
     assert config["world_model"]["channels"] == [16, 16]  # the source's, without --model.channels
     assert not (second / "codec").exists()  # the source's codec, not a new one
-    assert json.loads((second / "run.json").read_text())["identity"]["init_from"]
+    assert json.loads((second / "run.json").read_text())["state"]["init_from"] == str(first)
+    # the heads pass of a warm-started run goes on without repeating --init-from
+    assert main(["train-wm", "--data", str(pushcube_file), "--out", str(second), "--stage", "heads",
+                 "--heads-train.steps", "2", "--heads-train.batch-size", "8", *HEADS]) == 0
 
 
 def test_a_cycle_fine_tune_of_a_forward_only_model_is_warned_about(pushcube_file, tmp_path, capsys):

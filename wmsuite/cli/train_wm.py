@@ -14,8 +14,8 @@ training fields, while its architecture cannot change.
 
 Writes out/metrics.jsonl (and an offline wandb run with --wandb), out/codec/, the world-model
 checkpoints out/step_<N>/ and out/latest/, and the trainer's resume state in out/train_state/.
-out/run.json records the data's and a reused codec's content hashes and the seed: a run goes on
-(--resume, or --stage heads) only with the same ones, a new run never writes over an old one
+out/run.json records the data's and a reused codec's content hashes and the seed (and a warm start's,
+which later stages need not repeat): a run goes on (--resume, or --stage heads) only with the same ones, a new run never writes over an old one
 (--force-new moves it aside), and a killed run resumed ends with the weights of an uninterrupted one.
 """
 
@@ -149,12 +149,12 @@ def run(cfg: TrainWMConfig) -> int:
     going_on = cfg.resume or cfg.stage in ("dynamics", "heads")  # stages that build on what --out holds
     identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "drop_bad": cfg.drop_bad,
                 "codec_from": file_digest(cfg.codec_from) if cfg.codec_from else ""}
-    if cfg.init_from:
-        identity["init_from"] = _warm_start_digest(cfg.init_from)
     teacher = cfg.distill.teacher if cfg.stage == "distill" else _distilled_from(out)
     if teacher:  # a distillation run, and the heads passes that follow it; a missing teacher fails here
         identity["teacher"] = _teacher_digest(teacher)
-    record = open_run(out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on)
+    # the warm start is where a run began, not a setting its later stages repeat: kept in the record's state
+    state = {"init_from": cfg.init_from, "init_from_digest": _warm_start_digest(cfg.init_from)} if cfg.init_from else None
+    record = open_run(out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on, state=state)
     done = {"all": is_checkpoint(out / "latest") or (out / "train_state").exists(), "heads": False,
             "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest"),
             "distill": (out / "train_state" / "distill").exists()}[cfg.stage]
