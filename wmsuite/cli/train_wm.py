@@ -151,9 +151,9 @@ def run(cfg: TrainWMConfig) -> int:
                 "codec_from": file_digest(cfg.codec_from) if cfg.codec_from else ""}
     teacher = cfg.distill.teacher if cfg.stage == "distill" else _distilled_from(out)
     if teacher:  # a distillation run, and the heads passes that follow it; a missing teacher fails here
-        identity["teacher"] = _teacher_digest(teacher)
+        identity["teacher"] = _model_digest(teacher, "--distill.teacher")
     # the warm start is where a run began, not a setting its later stages repeat: kept in the record's state
-    state = {"init_from": cfg.init_from, "init_from_digest": _warm_start_digest(cfg.init_from)} if cfg.init_from else None
+    state = {"init_from": cfg.init_from, "init_from_digest": _model_digest(cfg.init_from, "--init-from")} if cfg.init_from else None
     record = open_run(out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on, state=state)
     done = {"all": is_checkpoint(out / "latest") or (out / "train_state").exists(), "heads": False,
             "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest"),
@@ -249,16 +249,6 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     return model
 
 
-def _warm_start_digest(source: str) -> str:
-    from wmsuite.specs import checkpoint_dir
-
-    found = checkpoint_dir(source)
-    if found is None:
-        raise FileNotFoundError(f"--init-from {source} is not a world-model checkpoint or run directory; name a "
-                                "trained one (e.g. assets:wm/pushcube)")
-    return file_digest(found)
-
-
 def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = False) -> int:
     from wmsuite.world_models import load_world_model
     from wmsuite.world_models.train import frame_labels, train_heads
@@ -298,13 +288,14 @@ def _distilled_from(out: Path) -> str:
     return json.loads((latest / "config.json").read_text()).get("distilled_from", "") if is_checkpoint(latest) else ""
 
 
-def _teacher_digest(teacher: str) -> str:
+def _model_digest(path: str, flag: str) -> str:
+    """The content hash of the world model `path` that `flag` names; a missing one fails here."""
     from wmsuite.specs import checkpoint_dir
 
-    found = checkpoint_dir(teacher)
+    found = checkpoint_dir(path)
     if found is None:
-        raise FileNotFoundError(f"--distill.teacher {teacher} is not a world-model checkpoint or run directory; "
-                                "name a trained one (e.g. assets:wm/pushcube)")
+        raise FileNotFoundError(f"{flag} {path} is not a world-model checkpoint or run directory; name a trained "
+                                "one (e.g. assets:wm/pushcube)")
     return file_digest(found)
 
 
