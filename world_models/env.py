@@ -24,8 +24,9 @@
   where the imagined object is, not from correlates such as where the agent is), "both" (the two
   agree) and "tracked": the task's rule on object positions that each move only while the agent is
   within `ObjectTracking.reach` of that object (objects do not move untouched: an object drawn beside
-  an agent far from the real one is not the object; a task that moves two cubes tracks both). Under "tracked" the observation's environment_state holds
-  that tracked position, so policies act on the world the judge sees. `static_state` names the
+  an agent far from the real one is not the object; a task that moves two cubes tracks both, and a
+  cube pushed by the other cube stays where it was). Under "tracked" the observation's
+  environment_state holds the tracked positions, so policies act on the world the judge sees. `static_state` names the
   environment_state entries the task keeps fixed through an episode (a goal's position): they are
   known from the real start, so the observation and the state judges hold them there instead of
   re-reading them from generated frames, where a drawn goal may drift (towards the object, as in the
