@@ -79,7 +79,13 @@ def detect_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:
 class PusherEnv(MujocoTaskEnv):
     """What the pushing tasks share: a cylinder pusher sliding in x and y under position servos (joints
     pusher_x, pusher_y), whose servo target an action moves by ACTION_SCALE times the action, within
-    the joints' range; agent_pos is its (x, y)."""
+    the joints' range; agent_pos is its (x, y), seen by one top camera."""
+
+    CAMERAS = ("top",)
+    RENDER_CAMERA = "top"
+    ACTION_NAMES = ("dx", "dy")
+    # Positions are kept inside the walls (|x|, |y| < 0.3); the bounds leave room for contact give.
+    AGENT_POS_BOUNDS = ([-0.3, -0.3], [0.3, 0.3])
 
     def _init_pusher(self) -> None:
         self._pusher = self._joint_qpos("pusher_x")  # pusher_y follows it in qpos
@@ -99,12 +105,7 @@ class PushCubeEnv(PusherEnv):
     image_size, cameras, render_mode, render_size, terminate_on_success."""
 
     SCENE = "push_cube.xml"
-    CAMERAS = ("top",)
-    RENDER_CAMERA = "top"
     TASK = "push the red cube into the green goal region"
-    ACTION_NAMES = ("dx", "dy")
-    # Positions are kept inside the walls (|x|, |y| < 0.3); the bounds leave room for contact give.
-    AGENT_POS_BOUNDS = ([-0.3, -0.3], [0.3, 0.3])
     ENV_STATE_BOUNDS = ([-0.35, -0.35, -1, -1, -0.35, -0.35], [0.35, 0.35, 1, 1, 0.35, 0.35])
     is_success_from_env_state = staticmethod(is_success_from_env_state)
 

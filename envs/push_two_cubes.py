@@ -70,11 +70,7 @@ class PushTwoCubesEnv(PusherEnv):
     """See the module docstring. kwargs: image_size, cameras, render_mode, render_size, terminate_on_success."""
 
     SCENE = "push_two_cubes.xml"
-    CAMERAS = ("top",)
-    RENDER_CAMERA = "top"
     TASK = "push the red cube into the red goal and the green cube into the green goal"
-    ACTION_NAMES = ("dx", "dy")
-    AGENT_POS_BOUNDS = ([-0.3, -0.3], [0.3, 0.3])
     ENV_STATE_BOUNDS = ([-0.35, -0.35, -1, -1] * 2 + [-0.35] * 4, [0.35, 0.35, 1, 1] * 2 + [0.35] * 4)
     is_success_from_env_state = staticmethod(is_success_from_env_state)
 

@@ -134,8 +134,9 @@ class WorldModelConfig:
     `self_forcing_chunks`-or-fewer chunks earlier, the model generates (without gradient, with its
     sampling steps) the frames up to the window, driven by the episode's true actions, and learns to
     predict the real target from them. Noise augmentation only imitates its own errors; this shows it
-    them (ghost objects, a fading goal, a drifted agent). As a fine-tune of a trained model it ruined
-    the model's one-chunk predictions, cause not found yet (experiments/)."""
+    them (ghost objects, a fading goal, a drifted agent). The motion weights of a self-forced window
+    read the real context, not the generated one (see LatentWorldModel.diffusion_loss); fine-tunes
+    that weighed by the generated context ruined the model's one-chunk predictions (experiments/)."""
     self_forcing_chunks: int = 2
     """Most chunks a self-forced context is generated over; each batch draws 1 to this many."""
     heads: Literal["keypoints", "conv"] = "keypoints"

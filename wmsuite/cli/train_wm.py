@@ -14,9 +14,11 @@ training fields, while its architecture cannot change.
 
 Writes out/metrics.jsonl (and an offline wandb run with --wandb), out/codec/, the world-model
 checkpoints out/step_<N>/ and out/latest/, and the trainer's resume state in out/train_state/.
-out/run.json records the data's and a reused codec's content hashes and the seed (and a warm start's,
-which later stages need not repeat): a run goes on (--resume, or --stage heads) only with the same ones, a new run never writes over an old one
+out/run.json records the data's and a reused codec's content hashes and the seed: a run goes on
+(--resume, or --stage heads) only with the same ones, a new run never writes over an old one
 (--force-new moves it aside), and a killed run resumed ends with the weights of an uninterrupted one.
+A warm start's (--init-from) hash is kept there too, as where the run began: later stages need not
+repeat it.
 """
 
 from __future__ import annotations
