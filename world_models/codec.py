@@ -11,6 +11,11 @@ works only at latent resolution: a strided patch convolution in, a pixel shuffle
 in principle, slower to decode on a CPU). Both are trained on our own frames (`codec_loss`);
 the posterior mean is the latent, normalised per channel by statistics measured on the training
 frames (`fit_latent_stats`).
+
+Frames of any side S: the codec pads them at the bottom and right, repeating the last row and
+column, to P, the next multiple of `downsample` (s = P / f), and crops decoded frames back to S (an
+84-px robomimic frame at f = 4 is 21x21 latents; at f = 8, padded to 88, 11x11). The denoiser pads
+latent frames the same way to the multiple its UNet needs (model.py); nothing else sees padding.
 Reconstruction quality is measured separately from prediction quality (`reconstruction_psnr`).
 """
 
@@ -37,7 +42,8 @@ class FrameCodec(nn.Module):
         super().__init__()
         self.cfg, self.sigma_data = cfg, sigma_data
         self.latent_channels = channels
-        self.latent_size = cfg.image_size // cfg.downsample
+        self.latent_size = -(-cfg.image_size // cfg.downsample)  # s = ceil(S / f)
+        self.padded_size = self.latent_size * cfg.downsample  # P
         self.register_buffer("latent_mean", torch.zeros(channels))
         self.register_buffer("latent_std", torch.ones(channels))
 
@@ -47,8 +53,18 @@ class FrameCodec(nn.Module):
     def raw_decode(self, z: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def pad(self, frames: torch.Tensor) -> torch.Tensor:
+        """(N, 3, S, S) -> (N, 3, P, P), the last row and column repeated (any dtype)."""
+        size = self.cfg.image_size
+        if frames.shape[-2:] != (size, size):
+            raise ValueError(f"the codec takes {size}x{size} frames (its image_size), got {tuple(frames.shape[-2:])}")
+        if self.padded_size == size:
+            return frames
+        idx = torch.arange(self.padded_size, device=frames.device).clamp_max(size - 1)
+        return frames[..., idx, :][..., idx]
+
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
-        z = self.raw_encode(frames)  # (N, C, s, s)
+        z = self.raw_encode(self.pad(frames))  # (N, C, s, s)
         return (z - self.latent_mean[:, None, None]) / self.latent_std[:, None, None] * self.sigma_data
 
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
@@ -57,12 +73,13 @@ class FrameCodec(nn.Module):
     def decode_float(self, latents: torch.Tensor) -> torch.Tensor:
         """(N, C, s, s) normalised latents -> (N, 3, S, S) float in about [-1, 1]."""
         z = latents / self.sigma_data * self.latent_std[:, None, None] + self.latent_mean[:, None, None]
-        return self.raw_decode(z)
+        size = self.cfg.image_size
+        return self.raw_decode(z)[..., :size, :size]  # (N, 3, P, P) cropped
 
     @torch.no_grad()
     def fit_latent_stats(self, frames: torch.Tensor, batch: int = 256) -> None:
         """Set the per-channel latent mean/std from frames (N, 3, S, S) uint8."""
-        zs = torch.cat([self.raw_encode(frames[i : i + batch]) for i in range(0, len(frames), batch)])
+        zs = torch.cat([self.raw_encode(self.pad(frames[i : i + batch])) for i in range(0, len(frames), batch)])
         self.latent_mean.copy_(zs.mean(dim=(0, 2, 3)))
         self.latent_std.copy_(zs.std(dim=(0, 2, 3)).clamp_min(1e-3))
 
@@ -153,7 +170,7 @@ class KLCodec(_VAECodec):
             in_channels=3, out_channels=3,
             down_block_types=("DownEncoderBlock2D",) * n, up_block_types=("UpDecoderBlock2D",) * n,
             block_out_channels=widths, layers_per_block=1, latent_channels=cfg.latent_channels,
-            norm_num_groups=min(32, cfg.width // 2), sample_size=cfg.image_size, mid_block_add_attention=False,
+            norm_num_groups=min(32, cfg.width // 2), sample_size=self.padded_size, mid_block_add_attention=False,
         )
 
     def posterior(self, x: torch.Tensor) -> DiagonalGaussianDistribution:
@@ -168,7 +185,7 @@ def codec_loss(codec: _VAECodec, frames: torch.Tensor) -> tuple[torch.Tensor, di
 
     Pixels of saturated colour (objects, goals and robots drawn as coloured blobs) weigh `1 + color_weight`.
     """
-    x = to_unit(frames)  # (N, 3, S, S)
+    x = to_unit(codec.pad(frames))  # (N, 3, P, P)
     post = codec.posterior(x)
     recon = codec.raw_decode(post.sample())
     rgb = (x + 1) / 2

@@ -19,12 +19,13 @@ class CodecConfig:
     a small diffusers AutoencoderKL. The learned codecs are slow to train and decode on a CPU, which
     leaves little time for the dynamics; they are meant for GPUs."""
     image_size: int = 64
-    """Side S of the square camera frames (train-wm checks it against the training data)."""
+    """Side S of the square camera frames (train-wm checks it against the training data); any side:
+    frames are padded to a multiple of `downsample` inside the codec (codec.py)."""
     latent_channels: int = 4
     """C: channels of a learned codec's latent frame (the pixel codec has 3 * downsample^2)."""
     downsample: int = 4
-    """f: the latent frame is (C, S/f, S/f); a power of two (4: 64x64x3 pixels -> 16x16x48 for the
-    pixel codec, fine enough for small objects to move cell by cell)."""
+    """f: the latent frame is (C, s, s) with s = ceil(S/f); a power of two (4: 64x64x3 pixels ->
+    16x16x48 for the pixel codec, fine enough for small objects to move cell by cell)."""
     width: int = 64
     """Feature width of a learned autoencoder's blocks."""
     blocks: int = 2
@@ -42,8 +43,8 @@ class CodecConfig:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
         if self.latent_channels < 1:
             raise ValueError(f"latent_channels must be >= 1, got {self.latent_channels}")
-        if self.downsample < 1 or self.downsample & (self.downsample - 1) or self.image_size % self.downsample:
-            raise ValueError(f"downsample must be a power of two dividing image_size {self.image_size}, "
+        if self.downsample < 1 or self.downsample & (self.downsample - 1) or self.downsample > self.image_size:
+            raise ValueError(f"downsample must be a power of two no larger than image_size {self.image_size}, "
                              f"got {self.downsample}")
         if self.width < 16 or self.width % 16:
             raise ValueError(f"width must be a multiple of 16, got {self.width}")

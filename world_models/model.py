@@ -5,7 +5,8 @@ those actions produce (one frame per action). Pieces, all trained jointly by `lo
 
     codec       frames (3, S, S) uint8 <-> latents (C, s, s)                 (codec.py; trained first)
     denoiser    diffusers UNet2DModel on [noisy target (H*C) | context (K*C)] channels, EDM
-                preconditioning and few-step Euler sampling from diffusers' EDMEulerScheduler
+                preconditioning and few-step Euler sampling from diffusers' EDMEulerScheduler; latent
+                sides its halvings do not divide are padded (edge repeated) and cropped back
     cond        MLP of (action chunk, direction one-hot, context-noise level) -> a vector added to
                 the UNet's timestep embedding (class_embed_type="identity"), so continuous actions
                 enter the conditioning as the timestep does, never as tiled pixels
@@ -49,10 +50,11 @@ class LatentWorldModel(nn.Module):
         self.codec: FrameCodec = make_codec(codec_cfg, cfg.sigma_data)
         c, s, k, h, a = self.codec.latent_channels, self.codec.latent_size, cfg.context, cfg.chunk, cfg.action_dim
         n = len(cfg.channels)
+        self.unet_pad = -s % 2 ** (n - 1)  # latent sides the UNet's n - 1 halvings need: pad, then crop
         down = ("DownBlock2D",) + (("AttnDownBlock2D",) if cfg.attention else ("DownBlock2D",)) * (n - 1)
         up = (("AttnUpBlock2D",) if cfg.attention else ("UpBlock2D",)) * (n - 1) + ("UpBlock2D",)
         self.denoiser = UNet2DModel(
-            sample_size=s, in_channels=(h + k) * c, out_channels=h * c, block_out_channels=cfg.channels,
+            sample_size=s + self.unet_pad, in_channels=(h + k) * c, out_channels=h * c, block_out_channels=cfg.channels,
             layers_per_block=1, down_block_types=down, up_block_types=up, class_embed_type="identity",
             # FiLM (scale and shift after the norm): with the default additive embedding, the GroupNorm
             # that follows removes most of a per-channel offset, and the actions barely condition the
@@ -88,7 +90,11 @@ class LatentWorldModel(nn.Module):
         c_noise = self.scheduler.precondition_noise(sigma) * _NOISE_SCALE  # (B,)
         onehot = torch.stack([direction > 0, direction < 0], dim=1).to(actions.dtype)  # (B, 2)
         cond = self.cond(torch.cat([actions.flatten(1), onehot, context_noise[:, None]], dim=1))  # (B, temb)
-        out = self.denoiser(torch.cat([x_in, context.flatten(1, 2)], dim=1), c_noise, class_labels=cond).sample
+        unet_in = torch.cat([x_in, context.flatten(1, 2)], dim=1)  # (B, (H+K)*C, s, s)
+        if self.unet_pad:  # the last latent row and column repeated, as the codec pads frames
+            unet_in = F.pad(unet_in, (0, self.unet_pad, 0, self.unet_pad), mode="replicate")
+        s = noisy.shape[-1]
+        out = self.denoiser(unet_in, c_noise, class_labels=cond).sample[..., :s, :s]  # (B, H*C, s, s)
         if self.cfg.prediction == "sample":
             return (self.cfg.sigma_data * out).view_as(noisy)
         denoised = self.scheduler.precondition_outputs(noisy.flatten(1, 2), out, sig)  # (B, H*C, s, s)
