@@ -60,6 +60,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -376,22 +377,27 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          judge: str = "head", tracking: ObjectTracking | None = None,
                          static_state: slice | None = None, round_trip: bool = False,
                          idm_stop: float | None = None, start_reading: slice | None = None,
-                         round_trip_model: LatentWorldModel | None = None) -> WorldModelEnv:
+                         round_trip_model: LatentWorldModel | None = None,
+                         env_kwargs: dict[str, Any] | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
-    (`gymnasium.make(env_id)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
+    (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
     `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`: see the module docstring (the caller
     fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
+    module, _, name = env_id.rpartition(":")  # Gymnasium's "pkg.module:Ns/Name-v0": import, then look up
     try:
-        spec = gym.spec(env_id)
-    except gym.error.Error as err:
+        if module:
+            importlib.import_module(module)
+        spec = gym.spec(name)
+    except (gym.error.Error, ImportError) as err:
         raise ValueError(f"{env_id!r} is not a registered Gymnasium id ({err}); import the package that registers "
-                         "it first (`import wmsuite.envs` for the wmsuite/ tasks)") from err
+                         "it first, or name it as 'package.module:Ns/Name-v0' (`wmsuite.envs` registers the "
+                         "wmsuite/ tasks)") from err
     if spec.max_episode_steps is None:
         raise ValueError(f"{env_id} registers no max_episode_steps; the imagined episodes need a horizon")
     if isinstance(path, LatentWorldModel):
@@ -400,7 +406,7 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
         from wmsuite.world_models import load_world_model  # the package imports this module
 
         model = load_world_model(path, device=device, sampling_steps=sampling_steps)
-    return WorldModelEnv(model, GymResetContext(lambda: gym.make(env_id)), num_envs=num_envs,
+    return WorldModelEnv(model, GymResetContext(lambda: gym.make(env_id, **(env_kwargs or {}))), num_envs=num_envs,
                          horizon=math.ceil(spec.max_episode_steps / model.cfg.chunk),
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,

@@ -249,3 +249,46 @@ def test_labels_reruns_and_untrusted_manifests(tmp_path, capsys, monkeypatch):
         {"name": "a", "spec": "expert@1.0"}, {"name": "b", "spec": f"wmsuite.policies.wrappers:ActionOffset{nested}"}]}))
     assert main(["eval", "--wm", str(tmp_path / "wm"), "--zoo", str(manifest), "--out", str(tmp_path / "z")]) == 2
     assert "--trust-code" in capsys.readouterr().err and not marker.exists()
+
+
+@pytest.mark.slow
+def test_eval_runs_an_env_that_a_user_module_registers(tmp_path, capsys):
+    """Gymnasium's 'package.module:Ns/Name-v0' form on both sides (#29): the real side makes the user's
+    env, the learned side takes its horizon and resets from it; only probe features ask for a probe."""
+    from tests.eval_harness.user_env import ENV_ID
+    from wmsuite.cli import main
+
+    facts = _tiny_checkpoint(tmp_path / "wm")
+    env = f"tests.eval_harness.user_env:{ENV_ID}"
+    base = ["eval", "--env", env, "--wm", str(tmp_path / "wm"), "--policies", "tests.eval_harness.user_env:Drift",
+            "--episodes", "2", "--num-envs", "2"]
+    assert main([*base, "--judge", "state", "--out", str(tmp_path / "state")]) == 2
+    assert f"--judge state needs the task's success rule, and {env} has no task probe" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "eval")]) == 0  # --judge auto is the success head here
+    records = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+    assert sorted((r["sim"], r["episode"]) for r in records) == [("real", 0), ("real", 1), ("wm", 0), ("wm", 1)]
+    horizon = math.ceil(gym.spec(ENV_ID).max_episode_steps / facts["chunk"]) * facts["chunk"]
+    assert all(r["length"] == horizon for r in records if r["sim"] == "wm")  # the head never fires
+    assert all(r["length"] <= gym.spec(ENV_ID).max_episode_steps for r in records if r["sim"] == "real")
+
+
+def test_frames_the_world_model_cannot_take_are_refused_before_any_rollout(tmp_path, capsys):
+    from tests.eval_harness.user_env import SMALL_ID
+    from wmsuite.cli import main
+
+    _tiny_checkpoint(tmp_path / "wm")  # generates 64x64 frames
+    base = ["eval", "--wm", str(tmp_path / "wm"), "--policies", "tests.eval_harness.user_env:Drift", "--episodes", "2",
+            "--num-envs", "2"]
+    assert main([*base, "--image-size", "84", "--out", str(tmp_path / "a")]) == 2
+    assert "--image-size 84, but the world model" in capsys.readouterr().err
+    assert main([*base, "--env", f"tests.eval_harness.user_env:{SMALL_ID}", "--out", str(tmp_path / "b")]) == 2
+    assert "renders 32x32 frames on 'top', and the world model" in capsys.readouterr().err
+    assert not (tmp_path / "a" / "episodes.jsonl").exists() and not (tmp_path / "b" / "episodes.jsonl").exists()
+
+
+def test_task_probes_are_found_under_gymnasiums_module_form():
+    from wmsuite.cli.eval_setup import task_probe
+    from wmsuite.envs import PROBES
+
+    assert task_probe("wmsuite.envs:wmsuite/PushCube-v0") is PROBES["wmsuite/PushCube-v0"]
+    assert task_probe("tests.eval_harness.user_env:user/RoundedPushCube-v0") is None

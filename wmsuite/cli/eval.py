@@ -90,6 +90,10 @@ class EvalConfig:
     """Run only the first this many episodes of each policy in the real simulator (0: all --episodes) and
     report, next to the real-only and imagined-only rates, the prediction-powered estimate of the real
     success rate that combines them, with its interval at confidence 0.95 (`ppi_success`, `ppi_ci`)."""
+    image_size: int = 0
+    """Side of the camera frames both simulators render (0: the world model's). It reaches the env as
+    its `image_size` keyword (wmsuite's, robosuite's and LIBERO's envs take one); a size other than the
+    world model's, or an env that renders other frames, is refused before any rollout."""
     videos: int = 3
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
     sampling_steps: int = 0
@@ -137,6 +141,8 @@ class EvalConfig:
         if not 0 <= self.real_episodes < self.episodes:
             raise ValueError(f"--real-episodes must be 0 (all) or below --episodes ({self.episodes}), "
                              f"got {self.real_episodes}")
+        if self.image_size < 0:
+            raise ValueError(f"--image-size must be 0 (the world model's) or a side in pixels, got {self.image_size}")
         if self.episodes < 1 or self.num_envs < 1 or self.videos < 0 or self.sampling_steps < 0:
             raise ValueError(f"need episodes >= 1, num_envs >= 1, videos >= 0, sampling_steps >= 0; got "
                              f"{self.episodes}, {self.num_envs}, {self.videos}, {self.sampling_steps}")

@@ -121,11 +121,17 @@ def load_model(cfg: EvalConfig):
                             precision=cfg.precision or None)
 
 
-def _holds_static(env_id: str) -> bool:
-    """Whether --hold-static changes anything for `env_id` (its probe names a fixed state)."""
+def task_probe(env_id: str):
+    """The task probe of `env_id` (also in Gymnasium's 'package.module:Ns/Name-v0' form), or None:
+    a user's own env has none, and only the features that need one ask for it."""
     from wmsuite.envs import PROBES
 
-    probe = PROBES.get(env_id)
+    return PROBES.get(env_id.rpartition(":")[2])
+
+
+def _holds_static(env_id: str) -> bool:
+    """Whether --hold-static changes anything for `env_id` (its probe names a fixed state)."""
+    probe = task_probe(env_id)
     return probe is not None and probe.static_state is not None
 
 
@@ -133,9 +139,7 @@ def resolve_judge(cfg: EvalConfig) -> str:
     """--judge with 'auto' replaced by the judge it stands for on `cfg.env` (see the field)."""
     if cfg.judge != "auto":
         return cfg.judge
-    from wmsuite.envs import PROBES
-
-    probe = PROBES.get(cfg.env)
+    probe = task_probe(cfg.env)
     return "tracked" if probe is not None and probe.reach is not None else "head"
 
 
@@ -161,42 +165,79 @@ def load_round_trip_model(cfg: EvalConfig, model):
     return back
 
 
+def env_kwargs(cfg: EvalConfig, model) -> dict:
+    """The keywords both simulators make `cfg.env` with, so that the real env renders the frames the
+    world model generates: `image_size` (--image-size, else the model's side) where the env's
+    constructor takes it, nothing where it does not. One real env is made to check its frames; a
+    mismatch fails here, before any rollout, with what to change."""
+    import gymnasium as gym
+
+    import wmsuite.envs  # noqa: F401  (registers wmsuite's ids)
+    from wmsuite.rollout.engine import checked_env_id
+
+    size, camera = model.codec_cfg.image_size, model.cfg.camera
+    if cfg.image_size and cfg.image_size != size:
+        raise ValueError(f"--image-size {cfg.image_size}, but the world model {cfg.wm} generates {size}x{size} "
+                         f"frames: leave --image-size out, or evaluate a world model trained at {cfg.image_size}")
+    full_id, kwargs = checked_env_id(cfg.env), {"image_size": size}
+    try:
+        env = gym.make(full_id, **kwargs)
+    except TypeError as err:  # a user's env with no image_size keyword renders what it renders
+        if cfg.image_size:
+            raise ValueError(f"--image-size: {cfg.env} takes no image_size keyword ({err})") from None
+        env, kwargs = gym.make(full_id), {}
+    try:
+        space = getattr(env.observation_space, "spaces", {})
+        pixels = dict(getattr(space.get("pixels"), "spaces", {}))  # camera -> Box (H, W, 3)
+        if camera not in pixels:
+            raise ValueError(f"the world model {cfg.wm} generates camera {camera!r}, which {cfg.env} does not "
+                             f"render (its cameras: {', '.join(pixels) or 'none'})")
+        shape = pixels[camera].shape  # (H, W, 3)
+        if shape[:2] != (size, size):
+            raise ValueError(f"{cfg.env} renders {shape[0]}x{shape[1]} frames on {camera!r}, and the world model "
+                             f"{cfg.wm} generates {size}x{size}: make the env render {size}x{size}, or evaluate a "
+                             "world model trained on its frames")
+    finally:
+        env.close()
+    return kwargs
+
+
 def make_env_factory(cfg: EvalConfig, model, round_trip_model=None) -> EnvFactory:
     """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model` (and
-    `round_trip_model`, see `load_round_trip_model`). Bad judge settings fail here, before any rollout."""
-    from wmsuite.envs import PROBES
-
-    probe, judge = PROBES.get(cfg.env), resolve_judge(cfg)
+    `round_trip_model`, see `load_round_trip_model`). Bad judge settings and frames the world model
+    cannot take (`env_kwargs`) fail here, before any rollout."""
+    probe, judge = task_probe(cfg.env), resolve_judge(cfg)
     if probe is None and judge != "head":
         raise ValueError(f"--judge {judge} needs the task's success rule, and {cfg.env} has no task probe; "
                          "use --judge head")
     if judge == "tracked" and (probe is None or probe.reach is None):
         raise ValueError(f"--judge tracked needs the task probe's reach, and {cfg.env}'s probe defines none; "
                          "use --judge state")
-    return EnvFactory(replace(cfg, judge=judge), model, round_trip_model)
+    return EnvFactory(replace(cfg, judge=judge), model, round_trip_model, env_kwargs(cfg, model))
 
 
 class EnvFactory:
     """See `make_env_factory`. Picklable for the real-simulator worker process: pickled without the
     world models, which that worker never builds (it asks for 'real' only)."""
 
-    def __init__(self, cfg: EvalConfig, model, round_trip_model=None) -> None:
+    def __init__(self, cfg: EvalConfig, model, round_trip_model=None, env_kwargs: dict | None = None) -> None:
         self.cfg, self.model, self.round_trip_model = cfg, model, round_trip_model
+        self.env_kwargs = dict(env_kwargs or {})
 
     def __getstate__(self) -> dict:
-        return {"cfg": self.cfg, "model": None, "round_trip_model": None}
+        return {"cfg": self.cfg, "model": None, "round_trip_model": None, "env_kwargs": self.env_kwargs}
 
     def __call__(self, sim: str):
         # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
-        from wmsuite.envs import PROBES
+        import wmsuite.envs  # noqa: F401
         from wmsuite.world_models import ObjectTracking, make_world_model_env
 
         cfg = self.cfg
         if sim == "real":
-            return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False)
+            return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False, env_kwargs=self.env_kwargs)
         if self.model is None:
             raise RuntimeError("this env factory was pickled without its world model; it makes real envs only")
-        probe = PROBES.get(cfg.env)
+        probe = task_probe(cfg.env)
         tracking = None
         if probe is not None and probe.reach is not None:
             tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach,
@@ -208,7 +249,7 @@ class EnvFactory:
                                     static_state=probe.static_state if probe is not None and cfg.hold_static
                                     else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None,
                                     start_reading=probe.object_xy if probe is not None and cfg.round_trip else None,
-                                    round_trip_model=self.round_trip_model)
+                                    round_trip_model=self.round_trip_model, env_kwargs=self.env_kwargs)
 
 
 def calibrated_trust(cfg: EvalConfig, chunk: int) -> CalibratedTrust | None:
