@@ -72,6 +72,11 @@ class WorldModelConfig:
     channels: tuple[int, ...] = (64, 128, 128)
     """Block widths of the diffusers UNet2DModel denoiser (sized for a rollout throughput target on
     two CPU cores)."""
+    instruction_buckets: int | None = None
+    """Hash buckets of the task instruction's words, whose mean embedding joins the action
+    conditioning, so that one model serves several tasks (LIBERO's files each hold one task and its
+    instruction); None: sized from the data (256 when its episodes carry two instructions or more,
+    else 0); 0: no instruction."""
     attention: bool = False
     """Self-attention in the UNet's lower-resolution blocks (off: at the coarsest level the
     convolutions already see the whole latent frame, and attention makes every step slower)."""
@@ -181,6 +186,8 @@ class WorldModelConfig:
                      "cycle_stage_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.instruction_buckets is not None and self.instruction_buckets < 0:
+            raise ValueError(f"instruction_buckets must be >= 0 (or None: from the data), got {self.instruction_buckets}")
         if self.action_dim is not None and self.action_dim < 1:
             raise ValueError(f"action_dim must be >= 1 (or None: from the data), got {self.action_dim}")
         for name in ("state_dim", "env_state_dim"):

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec
-from wmsuite.world_models.model import LatentWorldModel
+from wmsuite.world_models.model import LatentWorldModel, instruction_tokens
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
 
@@ -64,12 +64,16 @@ environment state's own units (1 cm where positions are in metres): an object mo
 class LatentWindows:
     """Training windows over latents: the core WindowDataset's items, frames replaced by latents."""
 
-    def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int) -> None:
+    def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int,
+                 instruction_buckets: int = 0) -> None:
         self.k, self.h = context, chunk
         self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
                                      cameras=[])
         self.latents = latents  # per episode (T+1, C, s, s)
         self.actions = [torch.from_numpy(np.asarray(ep.actions, np.float32)) for ep in episodes]  # (T, A)
+        # per episode (W,) word ids of its task instruction, for a model that reads them; else None
+        self.instructions = (instruction_tokens([ep.task for ep in episodes], instruction_buckets)
+                             if instruction_buckets else None)
 
     @functools.cached_property
     def moving(self) -> torch.Tensor:
@@ -108,6 +112,8 @@ class LatentWindows:
         out = {k: torch.stack([it[k] for it in items]) for k in keys}
         out["future_state"], out["future_env_state"] = out["future_state"][:, : self.h], out["future_env_state"][:, : self.h]
         out["context"], out["future"] = torch.stack(ctx), torch.stack(fut)
+        if self.instructions is not None:
+            out["instruction"] = self.instructions[[int(it["episode_index"]) for it in items]]  # (B, W)
         if span:
             out.update(history=torch.stack(hist), history_actions=torch.stack(hist_act),
                        history_valid=torch.tensor(hist_valid), history_target=torch.stack(hist_tgt))
@@ -164,6 +170,8 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
     """
     k, h = model.cfg.context, model.cfg.chunk
     offsets = np.cumsum([0] + [ep.length + 1 for ep in episodes])
+    buckets = model.cfg.instruction_buckets
+    instructions = instruction_tokens([ep.task for ep in episodes], buckets).to(latents.device) if buckets else None
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=latents.device).manual_seed(seed)
     eps = rng.integers(len(episodes), size=windows)
@@ -174,7 +182,8 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
         e, t0, one = eps[i : i + batch], starts[i : i + batch], single[i : i + batch]
         ctx_idx = np.stack([offsets[a] + (np.full(k, t) if o else np.clip(np.arange(t - k + 1, t + 1), 0, None))
                             for a, t, o in zip(e, t0, one)])  # (b, K) rows of `latents`
-        state = WorldModelState(latents[torch.from_numpy(ctx_idx).to(latents.device)])  # context (b, K, C, s, s)
+        words = instructions[torch.from_numpy(e)] if instructions is not None else None  # (b, W)
+        state = WorldModelState(latents[torch.from_numpy(ctx_idx).to(latents.device)], words)  # context (b, K, C, s, s)
         for c in range(chunks):
             t = t0 + c * h  # first action of this chunk
             alive = np.array([tt + h <= episodes[a].length for a, tt in zip(e, t)])

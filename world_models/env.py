@@ -110,13 +110,15 @@ class ObjectTracking:
 
 
 class GymResetContext:
-    """seed -> the first observation of a real env reset with that seed."""
+    """seed -> the first observation of a real env reset with that seed; `task` holds that reset's
+    instruction (info["task"], '' where the env gives none), which a model with instructions reads."""
 
     def __init__(self, make_env: Callable[[], gym.Env]) -> None:
-        self.env = make_env()
+        self.env, self.task = make_env(), ""
 
     def __call__(self, seed: int) -> Observation:
-        obs, _ = self.env.reset(seed=int(seed))
+        obs, info = self.env.reset(seed=int(seed))
+        self.task = str(info.get("task", ""))
         return obs
 
     def close(self) -> None:
@@ -124,17 +126,19 @@ class GymResetContext:
 
 
 class EpisodeContext:
-    """seed -> the first `frames` observations of recorded episode `seed % len(episodes)`."""
+    """seed -> the first `frames` observations of recorded episode `seed % len(episodes)`; `task` holds
+    that episode's instruction."""
 
     def __init__(self, episodes: Sequence[Episode], frames: int = 1) -> None:
         if not episodes:
             raise ValueError("EpisodeContext needs at least one episode")
         if frames < 1:
             raise ValueError(f"frames must be >= 1, got {frames}")
-        self.episodes, self.frames = list(episodes), frames
+        self.episodes, self.frames, self.task = list(episodes), frames, ""
 
     def __call__(self, seed: int) -> list[Observation]:
         ep = self.episodes[int(seed) % len(self.episodes)]
+        self.task = ep.task
         return [ep.observation(t) for t in range(min(self.frames, ep.length + 1))]
 
 
@@ -238,18 +242,19 @@ class WorldModelEnv(gym.vector.VectorEnv):
             spec = [-1 if s is None else int(s) for s in seed]
             self._gen.manual_seed(int(np.random.SeedSequence([s + 1 for s in spec]).generate_state(1)[0]))
             self._back_gen.manual_seed(self._gen.initial_seed())
-        frames, states, env_states, rows = [], [], [], np.flatnonzero(mask)
+        frames, states, env_states, tasks, rows = [], [], [], [], np.flatnonzero(mask)
         for i in rows:
             obs = self.source(int(seeds[i]))
             seq = [obs] if isinstance(obs, dict) else list(obs)
             if not seq or len(seq) > self.k:
                 raise ValueError(f"the context source returned {len(seq)} observations; need 1..{self.k}")
             frames.append(np.stack([np.asarray(o["pixels"][self.camera]) for o in seq]))  # (K', S, S, 3)
+            tasks.append(getattr(self.source, "task", ""))
             states.append(np.asarray(seq[-1]["agent_pos"], np.float32))
             env_states.append(np.asarray(seq[-1].get("environment_state", np.zeros(0)), np.float32))
         if len(rows):
             # each row's oldest frame repeated to fill K, then encoded: (m, K, C, s, s)
-            self.state.assign(rows, WorldModelState.from_frames(self.model, frames, device=self.device))
+            self.state.assign(rows, WorldModelState.from_frames(self.model, frames, device=self.device, tasks=tasks))
             self._start_latent[rows] = self.state.context[rows, -1]
             self._frames[rows] = np.stack([f[-1] for f in frames])
             self._agent_pos[rows] = np.stack(states)
@@ -396,8 +401,8 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
         spec = gym.spec(name)
     except (gym.error.Error, ImportError) as err:
         raise ValueError(f"{env_id!r} is not a registered Gymnasium id ({err}); import the package that registers "
-                         "it first, or name it as 'package.module:Ns/Name-v0' (`wmsuite.envs` registers the "
-                         "wmsuite/ tasks)") from err
+                         "it first (`import wmsuite.envs` for the wmsuite/ tasks), or name it as "
+                         "'package.module:Ns/Name-v0'") from err
     if spec.max_episode_steps is None:
         raise ValueError(f"{env_id} registers no max_episode_steps; the imagined episodes need a horizon")
     if isinstance(path, LatentWorldModel):

@@ -9,7 +9,10 @@ those actions produce (one frame per action). Pieces, all trained jointly by `lo
                 sides its halvings do not divide are padded (edge repeated) and cropped back
     cond        MLP of (action chunk, direction one-hot, context-noise level) -> a vector added to
                 the UNet's timestep embedding (class_embed_type="identity"), so continuous actions
-                enter the conditioning as the timestep does, never as tiled pixels
+                enter the conditioning as the timestep does, never as tiled pixels; with
+                cfg.instruction_buckets, the MLP also reads the mean embedding of the task
+                instruction's hashed words (`instruction_tokens`: one model for several tasks, as
+                LIBERO's files hold; added after the MLP instead, a tiny model never learned to read it)
     direction   +1 forward / -1 backward in time: backward windows are the same windows played in
                 reverse (context = later frames, target = earlier frames, actions reversed)
     heads       a small CNN on one latent frame -> agent_pos, environment_state, success logit, reward
@@ -21,6 +24,9 @@ Shapes: B batch, K context, H chunk, A action size, C latent channels, s latent 
 
 from __future__ import annotations
 
+import re
+import zlib
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +41,19 @@ from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 
 FORWARD, BACKWARD = 1, -1
 _NOISE_SCALE = 1000.0  # c_noise = log(sigma)/4 spans ~2 units; the UNet's sinusoidal embedding wants ~1000s
+INSTRUCTION_WORDS = 32  # words of an instruction the model reads; the rest are dropped
+INSTRUCTION_DIM = 32  # width of an instruction's embedding, an input of the conditioning MLP
+
+
+def instruction_tokens(texts: Sequence[str], buckets: int) -> torch.Tensor:
+    """Task instructions -> (B, INSTRUCTION_WORDS) int64 word ids in 1..buckets (crc32 of each
+    lower-case word), 0 for padding: a fixed hash, so an instruction never seen in training still
+    shares the words it has with those that were."""
+    out = torch.zeros((len(texts), INSTRUCTION_WORDS), dtype=torch.int64)
+    for i, text in enumerate(texts):
+        words = re.findall(r"[a-z0-9]+", text.lower())[:INSTRUCTION_WORDS]
+        out[i, : len(words)] = torch.tensor([zlib.crc32(w.encode()) % buckets + 1 for w in words], dtype=torch.int64)
+    return out
 
 
 class LatentWorldModel(nn.Module):
@@ -63,7 +82,11 @@ class LatentWorldModel(nn.Module):
             add_attention=cfg.attention,
         )
         temb = cfg.channels[0] * 4  # UNet2DModel's time-embedding width
-        self.cond = nn.Sequential(nn.Linear(h * a + 2 + 1, temb), nn.SiLU(), nn.Linear(temb, temb))
+        words = INSTRUCTION_DIM if cfg.instruction_buckets else 0
+        self.cond = nn.Sequential(nn.Linear(h * a + 2 + 1 + words, temb), nn.SiLU(), nn.Linear(temb, temb))
+        self.instruction = None  # (B, INSTRUCTION_WORDS) word ids -> (B, INSTRUCTION_DIM), into cond
+        if cfg.instruction_buckets:
+            self.instruction = nn.EmbeddingBag(cfg.instruction_buckets + 1, words, mode="mean", padding_idx=0)
         self.heads = FrameHeads(c, s, cfg.state_dim, cfg.env_state_dim, cfg.heads)
         self.idm = InverseDynamics(c, s, h, a)
         self.scheduler = EDMEulerScheduler(sigma_min=cfg.sigma_min, sigma_max=cfg.sigma_max,
@@ -78,18 +101,24 @@ class LatentWorldModel(nn.Module):
 
     # ------------------------------------------------------------------ the denoiser
     def denoise(self, noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
-                direction: torch.Tensor, context_noise: torch.Tensor) -> torch.Tensor:
+                direction: torch.Tensor, context_noise: torch.Tensor,
+                instruction: torch.Tensor | None = None) -> torch.Tensor:
         """Denoiser D(x; sigma): EDM preconditioning, or the clean frame itself (cfg.prediction).
 
         noisy (B, H, C, s, s), sigma (B,), context (B, K, C, s, s), actions (B, H, A), direction (B,) of
-        +1/-1, context_noise (B,) the noise level already added to the context -> (B, H, C, s, s).
+        +1/-1, context_noise (B,) the noise level already added to the context, instruction (B, W)
+        word ids (`instruction_tokens`; None or a model without instructions: none) -> (B, H, C, s, s).
         """
         b = noisy.shape[0]
         sig = sigma.view(b, 1, 1, 1)
         x_in = self.scheduler.precondition_inputs(noisy.flatten(1, 2), sig)  # (B, H*C, s, s)
         c_noise = self.scheduler.precondition_noise(sigma) * _NOISE_SCALE  # (B,)
         onehot = torch.stack([direction > 0, direction < 0], dim=1).to(actions.dtype)  # (B, 2)
-        cond = self.cond(torch.cat([actions.flatten(1), onehot, context_noise[:, None]], dim=1))  # (B, temb)
+        inputs = [actions.flatten(1), onehot, context_noise[:, None]]
+        if self.instruction is not None:  # no instruction given: the embedding of no words, zeros
+            words = instruction if instruction is not None else torch.zeros((b, 1), dtype=torch.int64)
+            inputs.append(self.instruction(words.to(actions.device)).to(actions.dtype))  # (B, INSTRUCTION_DIM)
+        cond = self.cond(torch.cat(inputs, dim=1))  # (B, temb)
         unet_in = torch.cat([x_in, context.flatten(1, 2)], dim=1)  # (B, (H+K)*C, s, s)
         if self.unet_pad:  # the last latent row and column repeated, as the codec pads frames
             unet_in = F.pad(unet_in, (0, self.unet_pad, 0, self.unet_pad), mode="replicate")
@@ -109,9 +138,11 @@ class LatentWorldModel(nn.Module):
 
     @torch.no_grad()
     def generate(self, context: torch.Tensor, actions: torch.Tensor, direction: int = FORWARD,
-                 steps: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Sample the H latent frames that `actions` (B, H, A) produce after `context` (B, K, C, s, s):
-        `sample` from Gaussian noise drawn from `generator` (after the context noise, if any)."""
+                 steps: int | None = None, generator: torch.Generator | None = None,
+                 instruction: torch.Tensor | None = None) -> torch.Tensor:
+        """Sample the H latent frames that `actions` (B, H, A) produce after `context` (B, K, C, s, s)
+        (and `instruction` (B, W), see `denoise`): `sample` from Gaussian noise drawn from `generator`
+        (after the context noise, if any)."""
         b = context.shape[0]
         h, c, s = self.cfg.chunk, self.codec.latent_channels, self.codec.latent_size
         if self.cfg.context_noise_eval > 0:
@@ -119,7 +150,7 @@ class LatentWorldModel(nn.Module):
             context = context + self.cfg.context_noise_eval * noise
         noise = torch.randn((b, h, c, s, s), generator=generator, device=context.device)
         with self._inference():
-            return self.sample(context, actions, noise, direction, steps).float()
+            return self.sample(context, actions, noise, direction, steps, instruction).float()
 
     def _inference(self) -> torch.autocast:
         """bfloat16 autocast of generation and the heads where cfg.precision asks for it; never where
@@ -128,7 +159,7 @@ class LatentWorldModel(nn.Module):
         return torch.autocast(self.state_mean.device.type, dtype=torch.bfloat16, enabled=on)
 
     def sample(self, context: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, direction: int = FORWARD,
-               steps: int | None = None) -> torch.Tensor:
+               steps: int | None = None, instruction: torch.Tensor | None = None) -> torch.Tensor:
         """The sampler as a function of its starting noise (B, H, C, s, s) at unit scale: few-step Euler
         from sigma_max with diffusers' EDMEulerScheduler (Karras sigmas), deterministic given `noise`,
         and differentiable (a distilled student trains through it). context (B, K, C, s, s) as the
@@ -143,7 +174,7 @@ class LatentWorldModel(nn.Module):
         x = noise * sigmas[0]
         for i, t in enumerate(scheduler.timesteps):
             sigma = sigmas[i].expand(b)
-            denoised = self.denoise(x, sigma, context, actions, dirs, ctx_noise)
+            denoised = self.denoise(x, sigma, context, actions, dirs, ctx_noise, instruction)
             scheduler.is_scale_input_called = True  # denoise() applied the EDM input scaling itself
             x = scheduler.step(denoised.flatten(1, 2), t, x.flatten(1, 2),
                                pred_original_sample=denoised.flatten(1, 2)).prev_sample.view_as(x)
@@ -198,7 +229,8 @@ class LatentWorldModel(nn.Module):
 
         and, for self forcing (objective 'chained'), the R chunks before the window:
             history (B, K, C, s, s)   history_actions (B, R*H, A)  history_valid (B,)
-        (the cycle term of objective 'cycle' is objectives.cycle_loss, added by objectives.dynamics_loss).
+        (the cycle term of objective 'cycle' is objectives.cycle_loss, added by objectives.dynamics_loss),
+        and, for a model with instructions, instruction (B, W) word ids (`instruction_tokens`).
         """
         cfg = self.cfg
         real_ctx, fut, act = batch["context"], batch["future"], batch["actions"]
@@ -210,7 +242,8 @@ class LatentWorldModel(nn.Module):
         ctx = real_ctx
         if cfg.self_forcing > 0 and "history" in batch:
             use = (torch.rand(b, device=dev) < cfg.self_forcing) & batch["history_valid"] & ~backward  # (B,)
-            ctx = self._self_forced_context(real_ctx, batch["history"], batch["history_actions"], use)
+            ctx = self._self_forced_context(real_ctx, batch["history"], batch["history_actions"], use,
+                                            batch.get("instruction"))
         bwd_ctx = fut[:, h - 1 : h - 1 + k].flip(1)  # frames t+H+K-1 .. t+H: newest last in reversed time
         bwd_tgt = torch.cat([real_ctx[:, -1:], fut[:, : h - 1]], dim=1).flip(1)  # frames t+H-1 .. t
         bwd_pad = torch.cat([torch.zeros_like(target_pad[:, :1]), target_pad[:, : h - 1]], 1).flip(1)
@@ -226,7 +259,8 @@ class LatentWorldModel(nn.Module):
         context = torch.where(single, context[:, -1:].expand_as(context), context)
         real_context = torch.where(single, real_context[:, -1:].expand_as(real_context), real_context)
         diffusion, denoised, context = self.diffusion_loss(context, target, actions, direction, pad,
-                                                           weight_context=real_context)
+                                                           weight_context=real_context,
+                                                           instruction=batch.get("instruction"))
 
         # Frame heads on the real latent of one random future frame per window (cheaper than all H).
         real = fut[:, :h]  # (B, H, C, s, s)
@@ -259,8 +293,8 @@ class LatentWorldModel(nn.Module):
         return total, {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in logs.items()}
 
     def diffusion_loss(self, context: torch.Tensor, target: torch.Tensor, actions: torch.Tensor,
-                       direction: torch.Tensor, pad: torch.Tensor, weight_context: torch.Tensor | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       direction: torch.Tensor, pad: torch.Tensor, weight_context: torch.Tensor | None = None,
+                       instruction: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The motion-weighted EDM denoising loss of `target` (B, H, C, s, s) given a clean `context`
         (B, K, C, s, s), actions (B, H, A), direction (B,); frames where `pad` (B, H) is True carry no
         loss. The context gets noise of a level the model is told (none for objective 'teacher').
@@ -277,7 +311,7 @@ class LatentWorldModel(nn.Module):
         # EDM: log-normal noise levels, loss weight 1 / c_out^2.
         sigma = (torch.randn(b, device=dev) * cfg.p_std + cfg.p_mean).exp()  # (B,)
         noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
-        denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise) + base  # (B, H, C, s, s)
+        denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise, instruction) + base  # (B, H, C, s, s)
         weight = self._loss_weight(sigma)  # (B,)
         per_frame = (element_weight * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
         valid = (~pad).float()
@@ -285,7 +319,7 @@ class LatentWorldModel(nn.Module):
 
     @torch.no_grad()
     def _self_forced_context(self, ctx: torch.Tensor, history: torch.Tensor, history_actions: torch.Tensor,
-                             use: torch.Tensor) -> torch.Tensor:
+                             use: torch.Tensor, instruction: torch.Tensor | None = None) -> torch.Tensor:
         """ctx (B, K, C, s, s) with the rows where `use` (B,) replaced by the model's own rollout from
         `history` (B, K, C, s, s), the real frames R chunks earlier, through `history_actions` (B, R*H, A)."""
         from wmsuite.world_models.rollout import WorldModelState, rollout  # rollout.py imports this module
@@ -293,7 +327,8 @@ class LatentWorldModel(nn.Module):
         rows = use.nonzero().squeeze(1)
         if not len(rows):
             return ctx
-        _, state = rollout(self, WorldModelState(history[rows]), history_actions[rows])  # R chunks
+        words = instruction[rows] if instruction is not None else None
+        _, state = rollout(self, WorldModelState(history[rows], words), history_actions[rows])  # R chunks
         out = ctx.clone()
         out[rows] = state.context
         return out

@@ -53,8 +53,9 @@ def distillation_loss(student: LatentWorldModel, teacher: LatentWorldModel, batc
     context = torch.where(single, context[:, -1:].expand_as(context), context)
     noise = torch.randn((b, h, *context.shape[2:]), device=context.device)  # (B, H, C, s, s)
     with torch.no_grad():
-        target = teacher.sample(context, actions, noise, FORWARD, teacher_steps or None)  # (B, H, C, s, s)
-    pred = student.sample(context, actions, noise, FORWARD, steps)
+        target = teacher.sample(context, actions, noise, FORWARD, teacher_steps or None,
+                                batch.get("instruction"))  # (B, H, C, s, s)
+    pred = student.sample(context, actions, noise, FORWARD, steps, batch.get("instruction"))
     weight = student.motion_weights(context, target)  # (B, H, C, s, s)
     per_frame = (weight * (pred - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
     valid = (~batch["future_is_pad"][:, :h]).float()
@@ -91,6 +92,7 @@ def cycle_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor]) -> tuple
     k, h = model.cfg.context, model.cfg.chunk
     rows = batch["history_valid"].nonzero().squeeze(1)
     hist, acts, real = batch["history"][rows], batch["history_actions"][rows], batch["history_target"][rows]
+    words = batch["instruction"][rows] if "instruction" in batch else None  # (B, W)
     target = real[:, :h]  # (B, H, C, s, s): the real frames t0 .. t0+H-1
     r = acts.shape[1] // h
     if r < min_cycle_chunks(model.cfg):
@@ -99,20 +101,21 @@ def cycle_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor]) -> tuple
         zero = target.sum() * 0.0
         return zero, {"cycle": 0.0}
     with torch.no_grad():
-        lat, _ = rollout(model, WorldModelState(hist), acts)  # (B, R*H, C, s, s): frames t0+1 .. t0+RH
+        lat, _ = rollout(model, WorldModelState(hist, words), acts)  # (B, R*H, C, s, s): frames t0+1 .. t0+RH
         frames = torch.cat([hist[:, -1:], lat], dim=1)  # index j holds frame t0+j, j = 0 .. RH
         q = r * h - k + 1  # the oldest frame of the forward rollout's last context
         if q > h:  # play back from there to frame H, whole chunks, the overshoot dropped
             back_act = acts[:, h:q].flip(1)  # a_(q-1) .. a_H: action i takes frame i to i+1
             pad = math.ceil((q - h) / h) * h - (q - h)
             back_act = torch.cat([back_act, back_act.new_zeros(len(rows), pad, back_act.shape[2])], dim=1)
-            back, _ = rollout(model, WorldModelState(frames[:, q : q + k].flip(1)), back_act, BACKWARD)
+            back, _ = rollout(model, WorldModelState(frames[:, q : q + k].flip(1), words), back_act, BACKWARD)
             frames = torch.cat([frames[:, :h], back[:, : q - h].flip(1), frames[:, q:]], dim=1)  # b_H .. b_(q-1)
     context = frames[:, h : h + k].flip(1)  # frames H+K-1 .. H: newest last in reversed time
     direction = torch.full((len(rows),), BACKWARD, device=context.device)
     no_pad = torch.zeros(len(rows), h, dtype=torch.bool, device=context.device)
     loss, _, _ = model.diffusion_loss(context, target.flip(1), acts[:, :h].flip(1), direction, no_pad,
-                                      weight_context=real[:, h : h + k].flip(1))
+                                      weight_context=real[:, h : h + k].flip(1),
+                                      **({} if words is None else {"instruction": words}))
     return loss, {"cycle": float(loss.detach())}
 
 

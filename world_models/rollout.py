@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from wmsuite.world_models.model import FORWARD, LatentWorldModel
+from wmsuite.world_models.model import FORWARD, LatentWorldModel, instruction_tokens
 
 Rows = torch.Tensor | np.ndarray | Sequence[int] | slice
 
@@ -36,6 +36,9 @@ class WorldModelState:
 
     context: torch.Tensor
     """(B, K, C, s, s) latent frames, newest last (in the rollout's own time direction)."""
+    instruction: torch.Tensor | None = None
+    """(B, W) word ids of each row's task instruction (model.instruction_tokens), for a model trained
+    with instructions; None: none."""
 
     @classmethod
     def from_latents(cls, latents: torch.Tensor, context: int) -> WorldModelState:
@@ -48,10 +51,11 @@ class WorldModelState:
 
     @classmethod
     def from_frames(cls, model: LatentWorldModel, frames: torch.Tensor | np.ndarray | Sequence[np.ndarray],
-                    device: str | torch.device | None = None) -> WorldModelState:
+                    device: str | torch.device | None = None, tasks: Sequence[str] | None = None) -> WorldModelState:
         """Encode real frames into a state: frames (B, K', S, S, 3) uint8, oldest first, or a sequence
         of B arrays (K'_i, S, S, 3) of different lengths 1..K. Each row repeats its oldest frame to fill
-        the model's K context frames (before encoding, so every row encodes exactly K frames)."""
+        the model's K context frames (before encoding, so every row encodes exactly K frames). `tasks`:
+        each row's task instruction, which a model trained with instructions reads (else ignored)."""
         k, size = model.cfg.context, model.codec_cfg.image_size
         device = device if device is not None else model.state_mean.device
         rows = [f if torch.is_tensor(f) else torch.as_tensor(np.asarray(f)) for f in frames]  # each (K'_i, S, S, 3)
@@ -65,7 +69,12 @@ class WorldModelState:
         pix = torch.stack(filled).to(device)  # (B, K, S, S, 3)
         with torch.no_grad():
             lat = model.codec.encode(pix.flatten(0, 1).permute(0, 3, 1, 2))  # (B*K, C, s, s)
-        return cls(lat.view(len(rows), k, *lat.shape[1:]))
+        words = None
+        if tasks is not None and model.cfg.instruction_buckets:
+            if len(tasks) != len(rows):
+                raise ValueError(f"tasks holds {len(tasks)} instructions for {len(rows)} rows of frames")
+            words = instruction_tokens(tasks, model.cfg.instruction_buckets).to(device)  # (B, W)
+        return cls(lat.view(len(rows), k, *lat.shape[1:]), words)
 
     @property
     def newest(self) -> torch.Tensor:
@@ -74,7 +83,13 @@ class WorldModelState:
 
     def assign(self, rows: Rows, other: WorldModelState) -> None:
         """Replace the sub-rollouts `rows` with `other`'s, in place (e.g. the rows a reset restarts)."""
-        self.context[_index(rows, self.context.device)] = other.context.to(self.context)
+        index = _index(rows, self.context.device)
+        self.context[index] = other.context.to(self.context)
+        if other.instruction is not None:
+            if self.instruction is None:
+                self.instruction = torch.zeros((len(self.context), other.instruction.shape[1]), dtype=torch.int64,
+                                               device=self.context.device)
+            self.instruction[index] = other.instruction.to(self.instruction.device)
 
 
 @torch.no_grad()
@@ -94,13 +109,15 @@ def rollout(model: LatentWorldModel, state: WorldModelState, actions: torch.Tens
     if context.shape[1] != k:
         raise ValueError(f"the state holds {context.shape[1]} context frames; the model needs {k}")
     chunks = []
+    words = {} if state.instruction is None else {"instruction": state.instruction}  # models without: not asked
     for r in range(actions.shape[1] // h):
-        lat = model.generate(context, actions[:, r * h : (r + 1) * h], direction, steps, generator)  # (B, H, C, s, s)
+        lat = model.generate(context, actions[:, r * h : (r + 1) * h], direction, steps, generator,
+                             **words)  # (B, H, C, s, s)
         chunks.append(lat)
         context = torch.cat([context, lat], dim=1)[:, -k:]  # the one autoregressive shift
     if not chunks:  # N = 0: nothing generated, the state as it was
         return context.new_zeros((context.shape[0], 0, *context.shape[2:])), state
-    return torch.cat(chunks, dim=1), WorldModelState(context)
+    return torch.cat(chunks, dim=1), WorldModelState(context, state.instruction)
 
 
 def _index(rows: Rows, device: torch.device) -> torch.Tensor | slice:

@@ -43,8 +43,8 @@ from wmsuite.train import Trainer, TrainerConfig
 from wmsuite.world_models.config import CodecConfig, DistillConfig, HeadsConfig, WorldModelConfig
 
 # WorldModelConfig fields that shape the network or its inputs: a resumed run cannot change them.
-ARCHITECTURE = ("camera", "context", "chunk", "action_dim", "state_dim", "env_state_dim", "channels", "attention",
-                "sigma_data", "residual")
+ARCHITECTURE = ("camera", "context", "chunk", "action_dim", "state_dim", "env_state_dim", "instruction_buckets",
+                "channels", "attention", "sigma_data", "residual")
 DISTILLED = ("distilled_from", "teacher_steps", "distill_steps")
 """Config keys of a distilled student that its heads pass keeps."""
 
@@ -52,7 +52,9 @@ DISTILLED = ("distilled_from", "teacher_steps", "distill_steps")
 @dataclass
 class TrainWMConfig:
     data: str = "data/pushcube_mixed.hdf5"
-    """Training episodes (robomimic-format HDF5 from `wmsuite collect`, or a Robomimic/LIBERO file)."""
+    """Training episodes: a robomimic-format HDF5 file (from `wmsuite collect`, or a Robomimic/LIBERO
+    file), or a directory whose .hdf5 files are read together (a LIBERO suite, one file per task: the
+    model then reads each episode's instruction, see --model.instruction-buckets)."""
     out: str = "runs/wm-pushcube"
     """Run directory (checkpoints, metrics.jsonl, train state)."""
     stage: Literal["all", "codec", "dynamics", "heads", "distill"] = "all"
@@ -143,9 +145,22 @@ def _flag(argv: list[str], name: str) -> str | None:
     return None
 
 
+def data_files(data: str) -> list[Path]:
+    """--data as files: the file, or a directory's .hdf5 files in name order."""
+    path = Path(data)
+    if path.is_dir():
+        files = sorted(path.glob("*.hdf5"))
+        if not files:
+            raise FileNotFoundError(f"--data {data} is a directory without .hdf5 files; name a file, or a directory "
+                                    "of episode files (a LIBERO suite)")
+        return files
+    if not path.is_file():
+        raise FileNotFoundError(f"--data {data} does not exist; record episodes with `wmsuite collect`")
+    return [path]
+
+
 def run(cfg: TrainWMConfig) -> int:
-    if not Path(cfg.data).is_file():
-        raise FileNotFoundError(f"--data {cfg.data} does not exist; record episodes with `wmsuite collect`")
+    files = data_files(cfg.data)
     seed_everything(cfg.seed)
     out = Path(cfg.out)
     going_on = cfg.resume or cfg.stage in ("dynamics", "heads")  # stages that build on what --out holds
@@ -165,7 +180,7 @@ def run(cfg: TrainWMConfig) -> int:
                               "to start over, or choose another --out")
     if cfg.stage in ("dynamics", "heads") or (cfg.resume and cfg.stage != "distill"):
         _check_resumable(cfg, out)  # before reading the data: a refused run costs nothing
-    episodes = load_episodes(cfg.data, drop_bad=cfg.drop_bad)
+    episodes = [ep for f in files for ep in load_episodes(f, drop_bad=cfg.drop_bad)]
     log = RunLogger(out, config=to_dict(cfg), use_wandb=cfg.wandb)
     trainer = Trainer(out, device=cfg.device, seed=cfg.seed, logger=log)
     began = time.time()
@@ -273,7 +288,7 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = 
     if cfg.heads.labels == "detector":
         from wmsuite.envs.probes import get_probe
 
-        probe = get_probe(cfg.env or recorded_env_id(cfg.data, episodes))
+        probe = get_probe(cfg.env or recorded_env_id(str(data_files(cfg.data)[0]), episodes))
         if probe.object_xy_from_frames is None:
             raise ValueError(f"{probe.env_id} has no frame detector; use --heads.labels real")
         labels = frame_labels(probe.objects_xy_from_frames, probe.detected_xy, probe.success_from_env_state)
