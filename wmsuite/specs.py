@@ -130,14 +130,20 @@ CALIBRATION = "calibration.json"
 """A world model's trust calibrator, beside its weights (world_models/trust.py)."""
 
 
+BESIDE = (CALIBRATION, "README.md")
+"""Files beside a model that a digest skips: its trust calibrator and its model card, which are
+written after the figures they hold are measured."""
+
+
 def file_digest(path: str | Path) -> str:
     """sha256 of a file, or of a directory's files (relative names and bytes, sorted; hidden ones,
-    train_state/ and a world model's calibration.json skipped: they do not change what the directory
-    holds as a model or dataset, and a calibrator may be refitted beside a model whose runs stand)."""
+    train_state/ and the `BESIDE` files at the top skipped: they do not change what the directory
+    holds as a model or dataset, and a calibrator may be refitted, or a model card written, beside a
+    model whose runs stand)."""
     path = Path(path)
     h = hashlib.sha256()
     files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and p.relative_to(path) != Path(CALIBRATION)
+        p for p in path.rglob("*") if p.is_file() and str(p.relative_to(path)) not in BESIDE
         and not any(part.startswith(".") or part == "train_state" for part in p.relative_to(path).parts))
     for f in files:
         if f != path:

@@ -211,5 +211,7 @@ def test_a_calibrator_beside_a_model_does_not_change_its_digest(tmp_path):
     before = file_digest(tmp_path)
     (tmp_path / "calibration.json").write_text('{"kind": "log_normal_calibrator"}')
     assert file_digest(tmp_path) == before  # refitting the trust calibrator keeps the model's runs
+    (tmp_path / "README.md").write_text("# model card: figures measured with this model")
+    assert file_digest(tmp_path) == before  # so does writing its model card
     (tmp_path / "config.json").write_text('{"changed": 1}')
     assert file_digest(tmp_path) != before
