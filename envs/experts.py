@@ -140,12 +140,11 @@ def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1
                 failure_modes: Iterable[str] | None = None) -> ScriptedExpert:
     """The scripted expert of a built-in task (a CLI policy spec: `wmsuite.envs.experts:make_expert{...}`)."""
     if env_id.startswith("wmsuite/robosuite-"):
-        if horizon != 1 or bias or failure_modes is not None:
-            raise ValueError("the robosuite experts act one step at a time (horizon 1), without bias, with "
-                             "their own failure modes")
+        if bias or failure_modes is not None:
+            raise ValueError("the robosuite experts act without bias, with their own failure modes")
         from wmsuite.envs.robosuite_experts import make_robosuite_expert
 
-        return make_robosuite_expert(env_id, skill=skill, seed=seed)
+        return make_robosuite_expert(env_id, skill=skill, seed=seed, horizon=horizon)
     if env_id not in EXPERTS:
         raise ValueError(f"no scripted expert for {env_id!r}; experts exist for {', '.join(EXPERTS)} "
                          "and the robosuite Lift and Stack tasks")

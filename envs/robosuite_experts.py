@@ -1,13 +1,18 @@
 """Scripted experts for robosuite Lift and Stack, driving the OSC_POSE controller, with a skill knob.
 
-    expert = make_robosuite_expert("wmsuite/robosuite-Lift-v0", skill=0.9, seed=0)
-    expert.reset_envs([0, 1]); chunk = expert.predict_action_chunk(obs_batch)   # (B, 1, 7)
+    expert = make_robosuite_expert("wmsuite/robosuite-Lift-v0", skill=0.9, seed=0, horizon=4)
+    expert.reset_envs([0, 1]); chunk = expert.predict_action_chunk(obs_batch)   # (B, 4, 7)
 
 The expert reads only `agent_pos` (eef position, eef quaternion xyzw, finger qpos) and
 `environment_state` (robosuite's object-state) and follows a phase machine: hover over the cube,
 turn the gripper to the cube's yaw, descend, close, lift (Lift), then carry over the base cube,
 lower and release (Stack). Actions are OSC_POSE deltas in [-1, 1]: position (3), axis-angle (3),
 gripper (-1 open, +1 close).
+
+Chunks (`horizon` H > 1, a world model's chunk length): the expert plans H actions from one
+observation, open loop, moving its own copy of the end effector by what the OSC controller does with
+an action (`POS_STEP` metres and `YAW_STEP` radians per unit and step, measured in robosuite Lift at
+steady state) and the cube with it while it holds the cube; it re-plans from the next observation.
 
 Skill, as for the built-in experts: each episode draws, with probability `1 - skill`, one failure
 mode (uniformly among `FAILURE_MODES`), and adds Gaussian action noise of std `0.15 * (1 - skill)`.
@@ -38,6 +43,8 @@ STACK_CLEARANCE = 0.10  # m above the base cube while carrying
 POS_GAIN = 12.0  # action units per metre of position error (1.0 moves ~1 cm a step at 20 Hz)
 YAW_GAIN = 2.0  # action units per radian of yaw error
 OFFSET_RANGE = (0.045, 0.06)  # m, the 'offset' failure's grasp error
+POS_STEP = 0.0125  # m the end effector moves per step per unit of position action (OSC_POSE, 20 Hz)
+YAW_STEP = 0.095  # rad it turns about z per step per unit of action[5]
 CLOSE_STEPS = 10  # the Panda gripper command integrates to fully closed in ~8 steps
 OPEN_STEPS = 10
 
@@ -57,6 +64,14 @@ def quat_yaw(q: np.ndarray) -> float:
     r00 = 1 - 2 * (y * y + z * z)
     r10 = 2 * (x * y + z * w)
     return float(np.arctan2(r10, r00))
+
+
+def turn_yaw(q: np.ndarray, angle: float) -> np.ndarray:
+    """robosuite's xyzw quaternion `q` turned by `angle` about world z (the rotation applied first
+    in the world frame: q' = rz(angle) * q)."""
+    x, y, z, w = (float(v) for v in q)
+    c, s = np.cos(angle / 2), np.sin(angle / 2)  # rz = (0, 0, s, c)
+    return np.array([c * x - s * y, c * y + s * x, c * z + s * w, c * w - s * z])
 
 
 def wrap(angle: float, period: float) -> float:
@@ -81,7 +96,7 @@ class RobosuiteExpert:
     """Scripted pick (Lift) and pick-and-place (Stack) expert for a batch of environments."""
 
     def __init__(self, task: str = "Lift", skill: float = 1.0, seed: int = 0, noise_scale: float = 0.15,
-                 force_failure: str | None = None) -> None:
+                 force_failure: str | None = None, horizon: int = 1) -> None:
         """
         Args:
             task: 'Lift' or 'Stack'.
@@ -89,7 +104,11 @@ class RobosuiteExpert:
             seed: seed of the expert's own generator (failure draws and action noise).
             noise_scale: action noise std at skill 0 (it falls linearly to 0 at skill 1).
             force_failure: always use this failure mode (diagnostics and tests); None draws as above.
+            horizon: actions per chunk, planned open loop from one observation (module docstring).
         """
+        if not isinstance(horizon, int) or horizon < 1:
+            raise ValueError(f"horizon must be an int >= 1, got {horizon!r}")
+        self.horizon = horizon
         if force_failure is not None and force_failure not in FAILURE_MODES:
             raise ValueError(f"force_failure must be one of {FAILURE_MODES} or None, got {force_failure!r}")
         self.force_failure = force_failure
@@ -120,18 +139,26 @@ class RobosuiteExpert:
             self.plans[i] = self._new_plan()
 
     def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """(B, 1, 7) OSC_POSE actions for a batch of observations."""
+        """(B, horizon, 7) OSC_POSE actions for a batch of observations."""
         agent = np.asarray(obs["agent_pos"], np.float64)  # (B, 9)
         scene = np.asarray(obs["environment_state"], np.float64)  # (B, E)
         batch = agent.shape[0]
         if len(self.plans) < batch:
             self.reset_envs(range(len(self.plans), batch))
-        out = np.zeros((batch, 1, 7), np.float32)
+        out = np.zeros((batch, self.horizon, 7), np.float32)
+        cube = self.layout["cube_pos"]
         for b in range(batch):
-            action = self._act(self.plans[b], agent[b], scene[b])
-            if self.noise_std > 0:
-                action[:6] += self.rng.normal(0.0, self.noise_std, 6)
-            out[b, 0] = np.clip(action, -1.0, 1.0)
+            me, world = agent[b].copy(), scene[b].copy()
+            for h in range(self.horizon):  # open loop: the controller's response predicted, the cube held still
+                action = self._act(self.plans[b], me, world)
+                if self.noise_std > 0:
+                    action[:6] += self.rng.normal(0.0, self.noise_std, 6)
+                out[b, h] = np.clip(action, -1.0, 1.0)
+                move = POS_STEP * out[b, h, :3]
+                if self.plans[b].phase in ("lift", "carry", "lower", "hold") and out[b, h, 6] > 0:
+                    world[cube] += move  # a held cube goes where the fingers go
+                me[:3] += move
+                me[3:7] = turn_yaw(me[3:7], YAW_STEP * float(out[b, h, 5]))
         return out
 
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
@@ -235,9 +262,9 @@ class RobosuiteExpert:
         return np.clip(action, -1.0, 1.0)
 
 
-def make_robosuite_expert(env_id: str, skill: float = 1.0, seed: int = 0) -> RobosuiteExpert:
+def make_robosuite_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1) -> RobosuiteExpert:
     """The scripted expert of a registered robosuite id (`wmsuite/robosuite-<Task>-v0`)."""
     prefix, suffix = "wmsuite/robosuite-", "-v0"
     if not (env_id.startswith(prefix) and env_id.endswith(suffix)):
         raise ValueError(f"{env_id!r} is not a wmsuite robosuite id (wmsuite/robosuite-<Task>-v0)")
-    return RobosuiteExpert(task=env_id[len(prefix):-len(suffix)], skill=skill, seed=seed)
+    return RobosuiteExpert(task=env_id[len(prefix):-len(suffix)], skill=skill, seed=seed, horizon=horizon)

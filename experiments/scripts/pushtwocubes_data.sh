@@ -3,7 +3,7 @@
 # data/pushtwocubes_train.hdf5 (experts at skill 1.0 / 0.7 / 0.4 / 0.1, then experts with a
 # per-episode actuator bias), data/pushtwocubes_heldout.hdf5 and data/pushtwocubes_val.hdf5
 # (evaluation, other seeds). Every seed range here is apart from the zoo's episode seeds (0.. and
-# 100000.., experiments/scripts/pushtwocubes_zoo.py). A rerun appends only what a file lacks, so an
+# 100000.., experiments/scripts/expert_zoo.py --task pushtwocubes). A rerun appends only what a file lacks, so an
 # interrupted collection is finished by running this again. THREADS sets OMP_NUM_THREADS.
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}

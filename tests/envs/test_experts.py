@@ -199,7 +199,7 @@ def test_poke_mode_pushes_the_cube_from_many_sides():
 
 
 def test_the_pushtwocubes_zoo_spans_success_and_reads_as_a_manifest():
-    """assets/zoo/pushtwocubes.json (experiments/scripts/pushtwocubes_zoo.py): at least 10 policies from
+    """assets/zoo/pushtwocubes.json (experiments/scripts/expert_zoo.py --task pushtwocubes): at least 10 policies from
     ~0 to ~1 real success in two splits that `wmsuite eval` reads, and a policy re-run agrees with it."""
     import json
 

@@ -129,9 +129,11 @@ def test_robomimic_layout_of_an_env_rollout_reads_back_as_the_env_saw_it(tmp_pat
         np.testing.assert_allclose(ep.env_state[t], ours[t]["environment_state"], atol=1e-6)
 
 
-def run_expert(task: str, skill: float, episodes: int, seed0: int = 1000, force: str | None = None) -> list[bool]:
+def run_expert(task: str, skill: float, episodes: int, seed0: int = 1000, force: str | None = None,
+               horizon: int = 1) -> list[bool]:
+    """Each episode's success, the expert's chunks of `horizon` actions played in full."""
     env = RobosuiteEnv(task, cameras=())
-    expert = RobosuiteExpert(task, skill=skill, seed=0, force_failure=force)
+    expert = RobosuiteExpert(task, skill=skill, seed=0, force_failure=force, horizon=horizon)
     expert.reset()
     limit = gym.spec(env_id(task)).max_episode_steps
     results = []
@@ -139,10 +141,13 @@ def run_expert(task: str, skill: float, episodes: int, seed0: int = 1000, force:
         for ep in range(episodes):
             obs, info = env.reset(seed=seed0 + ep)
             expert.reset_envs([0])
-            for _ in range(limit):
-                action = expert.predict_action_chunk({k: v[None] for k, v in obs.items()})  # (1, 1, 7)
-                assert action.shape == (1, 1, 7) and np.all(np.abs(action) <= 1)
-                obs, _, terminated, _, info = env.step(action[0, 0])
+            for _ in range(0, limit, horizon):
+                chunk = expert.predict_action_chunk({k: v[None] for k, v in obs.items()})  # (1, H, 7)
+                assert chunk.shape == (1, horizon, 7) and np.all(np.abs(chunk) <= 1)
+                for action in chunk[0]:
+                    obs, _, terminated, _, info = env.step(action)
+                    if terminated:
+                        break
                 if terminated:
                     break
             results.append(bool(info["is_success"]))
@@ -151,9 +156,26 @@ def run_expert(task: str, skill: float, episodes: int, seed0: int = 1000, force:
     return results
 
 
-def test_lift_expert_at_high_skill_succeeds():
-    results = run_expert("Lift", skill=1.0, episodes=20)
+@pytest.mark.parametrize("horizon", [1, 4])
+def test_lift_expert_at_high_skill_succeeds(horizon):
+    """Also when it plans a world model's chunk of 4 actions open loop from each observation."""
+    results = run_expert("Lift", skill=1.0, episodes=20, horizon=horizon)
     assert np.mean(results) >= 0.9, results
+
+
+def test_turn_yaw_turns_about_world_z():
+    from wmsuite.envs.robosuite_experts import quat_yaw, turn_yaw
+
+    q = np.array([0.1, -0.2, 0.3, 0.9])
+    q /= np.linalg.norm(q)
+    for angle in (0.3, -1.0):
+        turned = turn_yaw(q, angle)
+        assert np.isclose(np.linalg.norm(turned), 1.0)
+        assert np.isclose(wrap_angle(quat_yaw(turned) - quat_yaw(q) - angle), 0.0, atol=1e-9)
+
+
+def wrap_angle(a: float) -> float:
+    return (a + np.pi) % (2 * np.pi) - np.pi
 
 
 @pytest.mark.slow

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A world model of robosuite Lift (#29), built in pieces that resume, so that a campaign longer than
+# one sitting adds MINUTES of training each time it is run. Needs the sim extra
+# (.ci/install-extras.sh sim). Stages (STAGE=...; default all, in this order):
+#   data      robomimic-format episodes that `wmsuite collect` records from wmsuite/robosuite-Lift-v0
+#             at 64 px: the scripted expert at skill 1.0 / 0.75 / 0.5 / 0.25 / 0.0 (60 episodes
+#             each) planning chunks of 4 actions as the learned simulator's protocol does,
+#             data/lift_train.hdf5; 10 episodes per skill from other seeds, data/lift_heldout.hdf5.
+#             A rerun appends only what a file lacks.
+#   dynamics  train-wm from scratch (codec, then dynamics), one core, MINUTES (default 60) per run;
+#             a rerun goes on from the run's train state (--resume) up to STEPS (default 60000)
+#   heads     the heads pass (1,500 steps, real-frame labels: Lift's probe has no frame detector)
+#   export    float16 copy at $DST (default assets/wm/lift)
+#   fidelity  eval-wm on the held-out file (object error from the state head, PSNR by horizon)
+# Seeds: train 600000.., held-out 700000.. (apart from any zoo's episode seeds, 0.. and 100000..).
+set -euo pipefail
+export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
+ENV=wmsuite/robosuite-Lift-v0
+RUN=${RUN:-runs/wm-lift}
+DST=${DST:-assets/wm/lift}
+OUT=${OUT:-runs/wm-lift-figures}
+STAGE=${STAGE:-all}
+stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
+expert() { echo "wmsuite.envs.robosuite_experts:make_robosuite_expert{\"env_id\": \"$ENV\", \"skill\": $1, \"seed\": $2, \"horizon\": 4}"; }
+mkdir -p data "$OUT"
+if stage data; then
+  for s in 1.0 0.75 0.5 0.25 0.0; do
+    sd=$(python -c "print(600000 + int($s * 10000))")
+    wmsuite collect --env $ENV --policy "$(expert "$s" "$sd")" --episodes 60 --seed "$sd" --image-size 64 \
+        --num-envs 1 --out data/lift_train.hdf5 --append
+    sd=$(python -c "print(700000 + int($s * 10000))")
+    wmsuite collect --env $ENV --policy "$(expert "$s" "$sd")" --episodes 10 --seed "$sd" --image-size 64 \
+        --num-envs 1 --out data/lift_heldout.hdf5 --append
+  done
+fi
+if stage dynamics; then
+  resume=(); [ -e "$RUN/run.json" ] && resume=(--resume)
+  wmsuite train-wm --data data/lift_train.hdf5 --out "$RUN" --stage all --codec.image-size 64 \
+      --model.camera agentview --dynamics.steps "${STEPS:-60000}" --dynamics.save-every 500 \
+      --dynamics.max-minutes "${MINUTES:-60}" --heads-train.steps 0 --seed 1 "${resume[@]}"
+fi
+if stage heads; then
+  wmsuite train-wm --data data/lift_train.hdf5 --out "$RUN" --stage heads --model.sampling-steps 3 \
+      --heads-train.steps 1500 --heads.labels real --seed 1
+fi
+if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
+if stage fidelity; then
+  wmsuite eval-wm --wm "$DST" --data data/lift_heldout.hdf5 --horizons 4 8 16 32 64 --out "$OUT/eval-wm"
+fi
