@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from wmsuite.world_models import LatentWorldModel
-from wmsuite.world_models.env import GymResetContext, WorldModelEnv
+from wmsuite.world_models.contexts import GymResetContext
+from wmsuite.world_models.env import WorldModelEnv
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import check_backward_model, round_trip_chunks, round_trip_error

@@ -11,7 +11,7 @@
   observation in the env convention, or a list of them, oldest first). One frame is repeated to fill
   the K context frames, as in training (`WorldModelState.from_frames`). `GymResetContext` wraps any
   Gymnasium env's reset, so the same seeds give the same initial states as the real env;
-  `EpisodeContext` serves recorded episodes.
+  `EpisodeContext` serves recorded episodes (both in contexts.py).
 - step consumes one action chunk per sub-env (single_action_space is (H, A), so the rollout engine
   hands it whole chunks), generates the H frames with the diffusion model (few-step EDM sampling,
   all sub-envs in one batch, through `rollout` in rollout.py) and returns the observation after the
@@ -73,13 +73,11 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from wmsuite.types import Episode
+from wmsuite.world_models.contexts import ContextSource, GymResetContext, Observation
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import check_backward_model, round_trip_error
 
-Observation = dict[str, Any]
-ContextSource = Callable[[int], "Observation | Sequence[Observation]"]
 JUDGES = ("head", "state", "both", "tracked")
 """What ends an imagined episode as a success (see the module docstring)."""
 
@@ -107,39 +105,6 @@ class ObjectTracking:
     def objects_xy(self) -> tuple[slice, ...]:
         """Every tracked object's (x, y) slice, the manipulated object first."""
         return (self.object_xy, *self.others_xy)
-
-
-class GymResetContext:
-    """seed -> the first observation of a real env reset with that seed; `task` holds that reset's
-    instruction (info["task"], '' where the env gives none), which a model with instructions reads."""
-
-    def __init__(self, make_env: Callable[[], gym.Env]) -> None:
-        self.env, self.task = make_env(), ""
-
-    def __call__(self, seed: int) -> Observation:
-        obs, info = self.env.reset(seed=int(seed))
-        self.task = str(info.get("task", ""))
-        return obs
-
-    def close(self) -> None:
-        self.env.close()
-
-
-class EpisodeContext:
-    """seed -> the first `frames` observations of recorded episode `seed % len(episodes)`; `task` holds
-    that episode's instruction."""
-
-    def __init__(self, episodes: Sequence[Episode], frames: int = 1) -> None:
-        if not episodes:
-            raise ValueError("EpisodeContext needs at least one episode")
-        if frames < 1:
-            raise ValueError(f"frames must be >= 1, got {frames}")
-        self.episodes, self.frames, self.task = list(episodes), frames, ""
-
-    def __call__(self, seed: int) -> list[Observation]:
-        ep = self.episodes[int(seed) % len(self.episodes)]
-        self.task = ep.task
-        return [ep.observation(t) for t in range(min(self.frames, ep.length + 1))]
 
 
 class WorldModelEnv(gym.vector.VectorEnv):

@@ -10,8 +10,9 @@ import torch
 from tests.world_models.conftest import moving_square_episode, tiny_config
 from wmsuite.world_models.codec import make_codec
 from wmsuite.world_models.config import CodecConfig
+from wmsuite.world_models.contexts import EpisodeContext
 from wmsuite.world_models.data import LatentWindows, encode_episodes, episode_frames
-from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+from wmsuite.world_models.env import WorldModelEnv
 from wmsuite.world_models.model import LatentWorldModel
 from wmsuite.world_models.train import state_stats
 

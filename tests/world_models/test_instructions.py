@@ -12,8 +12,9 @@ import torch
 
 from tests.world_models.conftest import tiny_model
 from wmsuite.types import Episode
+from wmsuite.world_models.contexts import EpisodeContext
 from wmsuite.world_models.data import LatentWindows, encode_episodes, episode_frames
-from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+from wmsuite.world_models.env import WorldModelEnv
 from wmsuite.world_models.model import INSTRUCTION_WORDS, instruction_tokens
 
 

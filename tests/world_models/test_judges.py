@@ -12,7 +12,8 @@ import torch
 from tests.world_models.conftest import tiny_model
 from wmsuite.rollout import RolloutConfig
 from wmsuite.rollout import rollout as run_policy
-from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+from wmsuite.world_models.contexts import EpisodeContext
+from wmsuite.world_models.env import WorldModelEnv
 
 
 class _Zeros:

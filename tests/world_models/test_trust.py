@@ -311,7 +311,8 @@ def test_the_learned_simulator_reports_one_round_trip_per_episode_and_imagines_t
     back = tiny_model(episodes, seed=1, p_backward=1.0, camera="top") if copy else None
     from wmsuite.rollout import RolloutConfig
     from wmsuite.rollout import rollout as run_policy
-    from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+    from wmsuite.world_models.contexts import EpisodeContext
+    from wmsuite.world_models.env import WorldModelEnv
 
     class Push:
         def reset(self):
@@ -398,7 +399,8 @@ def test_trust_by_hand_and_without_a_tolerance():
 def test_the_learned_simulator_reports_the_start_reading_error_when_an_episode_ends(episodes):
     """With start_reading, the end step reports |heads' reading of the real start frame - real start
     state| over the slice, the same number computed by hand from the episode's first frame."""
-    from wmsuite.world_models.env import EpisodeContext, WorldModelEnv
+    from wmsuite.world_models.contexts import EpisodeContext
+    from wmsuite.world_models.env import WorldModelEnv
 
     model = tiny_model(episodes, camera="top")
     env = WorldModelEnv(model, EpisodeContext(episodes), num_envs=2, horizon=2, seed=0, start_reading=slice(0, 2))
