@@ -6,6 +6,8 @@ a two-camera 84 px step costs ~30 ms here, a state-only step ~5 ms.
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import h5py
 import numpy as np
@@ -208,3 +210,35 @@ def test_collect_records_expert_demonstrations(tmp_path):
         np.testing.assert_allclose(raw["robot0_eef_pos"], eps[1].state[10, :3], atol=1e-3)
     finally:
         env.close()
+
+
+def test_eval_wm_on_lift_through_its_probe_at_84_px(tmp_path):
+    """eval-wm on Lift episodes that collect records at robosuite's 84 px (#29): an untrained world
+    model of Lift's sizes; the probe has no frame detector, so the object error comes from the state
+    head, against the real cube position."""
+    import torch
+
+    from wmsuite.checkpoint import save_checkpoint
+    from wmsuite.cli import main as cli_main
+    from wmsuite.data import load_episodes
+    from wmsuite.world_models import CodecConfig, LatentWorldModel, WorldModelConfig
+    from wmsuite.world_models.train import state_stats
+
+    data = tmp_path / "lift.hdf5"
+    spec = ('wmsuite.envs.robosuite_experts:make_robosuite_expert{"env_id": "wmsuite/robosuite-Lift-v0", '
+            '"skill": 1.0, "horizon": 4}')
+    assert cli_main(["collect", "--env", env_id("Lift"), "--policy", spec, "--num-envs", "1", "--episodes", "2",
+                     "--image-size", "84", "--out", str(data)]) == 0
+    episodes = load_episodes(data)
+    torch.manual_seed(0)
+    model = LatentWorldModel(WorldModelConfig(camera="agentview", context=2, chunk=4, action_dim=7, state_dim=9,
+                                              env_state_dim=episodes[0].env_state.shape[1], channels=(16, 16, 16),
+                                              sampling_steps=1),
+                             CodecConfig(kind="pixel", image_size=84), state_stats(episodes))
+    save_checkpoint(tmp_path / "wm", model.state_dict(), model.config_dict())
+    assert cli_main(["eval-wm", "--wm", str(tmp_path / "wm"), "--data", str(data), "--horizons", "4", "8",
+                     "--out", str(tmp_path / "fid")]) == 0
+    metrics = json.loads((tmp_path / "fid" / "metrics.json").read_text())
+    assert metrics["env"] == env_id("Lift")
+    for key in ("psnr", "state_error"):
+        assert set(metrics[key]) == {"4", "8"} and all(np.isfinite(v) for v in metrics[key].values()), metrics[key]
