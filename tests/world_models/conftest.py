@@ -58,3 +58,14 @@ def tiny_model(episodes: list[Episode], codec_kind: str = "pixel", seed: int = 0
     frames = torch.from_numpy(np.concatenate([ep.obs["top"] for ep in episodes]).transpose(0, 3, 1, 2).copy())
     model.codec.fit_latent_stats(frames)
     return model
+
+
+def overfit(model: LatentWorldModel, batch: dict, steps: int = 200, lr: float = 2e-3) -> None:
+    """`steps` Adam steps of the joint loss on one fixed batch (seeded): what a model can learn at all."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    torch.manual_seed(0)
+    for _ in range(steps):
+        loss, _ = model.loss(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.world_models.conftest import tiny_model
+from tests.world_models.conftest import overfit, tiny_model
 from wmsuite.types import Episode
 from wmsuite.world_models.contexts import EpisodeContext
 from wmsuite.world_models.data import LatentWindows, encode_episodes, episode_frames
@@ -51,13 +51,7 @@ def test_a_model_with_instructions_learns_what_only_the_instruction_says():
     data = LatentWindows(episodes, encode_episodes(model.codec, episode_frames(episodes, "top")), 2, 2, 32)
     batch = data.batch(range(len(data)))
     assert torch.equal(batch["instruction"][0], instruction_tokens(["slide right"], 32)[0])
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    torch.manual_seed(0)
-    for _ in range(200):
-        loss, _ = model.loss(batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    overfit(model, batch)
     gen = torch.Generator().manual_seed(0)
     target, context = batch["future"][:, :2], batch["context"][:, -1:].expand_as(batch["context"])
     right = model.generate(context, batch["actions"], generator=gen, instruction=batch["instruction"])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.world_models.conftest import tiny_model
+from tests.world_models.conftest import overfit, tiny_model
 from wmsuite.world_models import BACKWARD, FORWARD, load_world_model
 from wmsuite.world_models.codec import codec_loss, make_codec, reconstruction_psnr
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
@@ -147,13 +147,7 @@ def test_tiny_model_overfits_a_handful_of_windows_both_directions(episodes, pred
     batch = data.batch(range(0, 16, 2))
     before = _eval_losses(model, batch)
     gen_before = _generation_error(model, batch)
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    torch.manual_seed(0)
-    for _ in range(200):
-        loss, _ = model.loss(batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    overfit(model, batch)
     after = _eval_losses(model, batch)
     # The EDM loss has a floor (at large noise levels even a memoriser is unsure which window it
     # sees), so the sampled frames are the sharper check: their error falls by an order of magnitude.
