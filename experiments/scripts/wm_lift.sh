@@ -7,8 +7,8 @@
 #             each) planning chunks of 4 actions as the learned simulator's protocol does,
 #             data/lift_train.hdf5; 10 episodes per skill from other seeds, data/lift_heldout.hdf5.
 #             A rerun appends only what a file lacks.
-#   dynamics  train-wm from scratch (codec, then dynamics), one core, MINUTES (default 60) per run;
-#             a rerun goes on from the run's train state (--resume) up to STEPS (default 60000)
+#   dynamics  train-wm from scratch (the codec's statistics, then the dynamics), one core, MINUTES
+#             (default 60) per run; a rerun goes on from the run's train state up to STEPS (60000)
 #   heads     the heads pass (1,500 steps, real-frame labels: Lift's probe has no frame detector)
 #   export    float16 copy at $DST (default assets/wm/lift)
 #   fidelity  eval-wm on the held-out file (object error from the state head, PSNR by horizon)
@@ -34,10 +34,11 @@ if stage data; then
   done
 fi
 if stage dynamics; then
-  resume=(); [ -e "$RUN/run.json" ] && resume=(--resume)
-  wmsuite train-wm --data data/lift_train.hdf5 --out "$RUN" --stage all --codec.image-size 64 \
-      --model.camera agentview --dynamics.steps "${STEPS:-60000}" --dynamics.save-every 500 \
-      --dynamics.max-minutes "${MINUTES:-60}" --heads-train.steps 0 --seed 1 "${resume[@]}"
+  common=(--data data/lift_train.hdf5 --out "$RUN" --codec.image-size 64 --model.camera agentview --seed 1)
+  [ -e "$RUN/codec/config.json" ] || wmsuite train-wm "${common[@]}" --stage codec
+  resume=(); [ -e "$RUN/latest/config.json" ] && resume=(--resume)
+  wmsuite train-wm "${common[@]}" --stage dynamics --dynamics.steps "${STEPS:-60000}" --dynamics.save-every 500 \
+      --dynamics.max-minutes "${MINUTES:-60}" "${resume[@]}"
 fi
 if stage heads; then
   wmsuite train-wm --data data/lift_train.hdf5 --out "$RUN" --stage heads --model.sampling-steps 3 \
