@@ -12,7 +12,7 @@ those actions produce (one frame per action). Pieces, all trained jointly by `lo
                 enter the conditioning as the timestep does, never as tiled pixels; with
                 cfg.instruction_buckets, the MLP also reads the mean embedding of the task
                 instruction's hashed words (`instruction_tokens`: one model for several tasks, as
-                LIBERO's files hold; added after the MLP instead, a tiny model never learned to read it)
+                LIBERO's files hold), an input like the actions so that the MLP can amplify it
     direction   +1 forward / -1 backward in time: backward windows are the same windows played in
                 reverse (context = later frames, target = earlier frames, actions reversed)
     heads       a small CNN on one latent frame -> agent_pos, environment_state, success logit, reward
