@@ -132,7 +132,8 @@ def default(argv: list[str]) -> TrainWMConfig | None:
         return TrainWMConfig(model=model, codec=codec)
     if _flag(argv, "--init-from") and "--resume" not in argv:
         model, codec = model_configs(json.loads((resolve_checkpoint(_flag(argv, "--init-from")) / "config.json").read_text()))
-        return TrainWMConfig(model=replace(model, action_dim=None, state_dim=None, env_state_dim=None), codec=codec)
+        return TrainWMConfig(model=replace(model, action_dim=None, state_dim=None, env_state_dim=None,
+                                           instruction_buckets=None), codec=codec)
     return None
 
 
