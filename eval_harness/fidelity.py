@@ -10,7 +10,9 @@ object off a frame. Against the real episode we measure, per horizon h (actions 
     object_error         |object xy detected in the generated frame - true object xy| in metres, with the
                          probe's detector (`object_xy_from_frames`), so blurry or hallucinated frames
                          cannot score well; `object_detect_rate` is the fraction of generated frames
-                         where the object was found at all (misses are left out of the mean)
+                         where the object was found at all (misses are left out of the mean);
+                         `object_error_windows` lists it per rollout (None where missed), in a fixed
+                         order of (batch, repeat, episode), so two models evaluated alike pair up
     state_error          |object xy from the world model's environment_state head - true object xy|
 
 and, teacher-forced (real context, one generated chunk):
@@ -171,8 +173,8 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
     cam, h = model.cfg.camera, model.cfg.chunk
     detect = frame_detector(probe, cam)
     obj = probe.object_xy
-    per_h: dict[int, dict[str, list[float]]] = {hz: {"psnr": [], "ssim": [], "obj": [], "found": [], "state": []}
-                                               for hz in horizons}
+    per_h: dict[int, dict[str, list[float]]] = {hz: {"psnr": [], "ssim": [], "obj": [], "found": [], "state": [],
+                                                     "obj_windows": []} for hz in horizons}
     agree_by_repeat: list[list[bool]] = [[] for _ in range(repeats)]
     predicted = np.zeros((repeats, len(episodes)), bool)  # success head on each rollout's last frame
     agree_det, agree_state, idm_gen = [], [], []
@@ -197,8 +199,10 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
                 if obj_gen is not None:
                     found = bool(np.isfinite(obj_gen[m]).all())
                     rec["found"].append(float(found))
+                    err = float(np.linalg.norm(obj_gen[m] - obj_true[m])) if found else None
+                    rec["obj_windows"].append(err)
                     if found:
-                        rec["obj"].append(float(np.linalg.norm(obj_gen[m] - obj_true[m])))
+                        rec["obj"].append(err)
                 rec["state"].append(float(np.linalg.norm(out["env_state"][i, hz, obj] - obj_true[m])))
             predicted[r, start + i] = out["success_prob"][i, t_end] > 0.5
             agree_by_repeat[r].append(bool(predicted[r, start + i]) == ep.success)
@@ -216,6 +220,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
 
     open_loop = {"psnr": by_h("psnr"), "ssim": by_h("ssim"), "object_error": by_h("obj"),
                  "object_error_median": by_h("obj", np.median), "object_detect_rate": by_h("found"),
+                 "object_error_windows": {str(hz): v["obj_windows"] for hz, v in per_h.items()} if detect else None,
                  "state_error": by_h("state"), "count": {str(hz): len(v["psnr"]) for hz, v in per_h.items()},
                  "episodes": len(episodes), "chunk": h, "sampling_steps": steps or model.cfg.sampling_steps,
                  "repeats": repeats}

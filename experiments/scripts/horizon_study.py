@@ -12,6 +12,10 @@ teacher forcing); each model's figures are read at length x 1, 2, 4, 8 (and any 
 evaluation holds). Writes OUT/horizons.md (table), OUT/horizons.png (object error against horizon,
 forward solid, backward dashed) and OUT/metrics.json: per model and direction the object error,
 detection rate and PSNR by multiple, and each model's object error as a ratio to the baseline's.
+Where both evaluations list their rollouts' errors (`object_error_windows`, eval-wm since this
+study's second round), the ratio gets a paired bootstrap 95% interval over the rollouts in which
+both models' object was found, so a difference between objectives can be told from the noise of
+a few dozen windows.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import argparse
 import json
 import math
 from pathlib import Path
+
+import numpy as np
 
 FIGURES = ("object_error", "object_detect_rate", "psnr")
 
@@ -39,6 +45,19 @@ def by_multiple(metrics: dict, length: int) -> dict[str, dict[int, float]]:
         values = metrics.get(fig) or {}
         out[fig] = {int(h) // length: float(v) for h, v in values.items() if int(h) % length == 0}
     return out
+
+
+def paired_ratio_ci(errors: list, base: list, samples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """Paired bootstrap 95% interval of mean(errors) / mean(base) over the rollouts where both are
+    found (None entries are misses); None when fewer than 5 pairs remain."""
+    a, b = (np.array([np.nan if v is None else v for v in x], float) for x in (errors, base))
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    if len(a) < 5:
+        return None
+    idx = np.random.default_rng(seed).integers(len(a), size=(samples, len(a)))  # resampled rollouts
+    ratios = a[idx].mean(1) / np.maximum(b[idx].mean(1), 1e-12)
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
 def check_comparable(models: dict[str, dict]) -> None:
@@ -73,9 +92,14 @@ def main() -> None:
         if "backward" in m:
             result["models"][name]["backward"] = by_multiple(m["backward"], args.length)
     base = result["models"][baseline]["forward"]["object_error"]
-    for r in result["models"].values():
+    base_windows = models[baseline].get("object_error_windows") or {}
+    for name, r in result["models"].items():
         err = r["forward"]["object_error"]
         r["ratio_to_baseline"] = {x: err[x] / base[x] for x in err if x in base and base[x] > 0}
+        windows = models[name].get("object_error_windows") or {}
+        cis = {int(h) // args.length: paired_ratio_ci(windows[h], base_windows[h]) for h in windows
+               if h in base_windows and int(h) % args.length == 0}
+        r["ratio_ci"] = {x: ci for x, ci in cis.items() if ci is not None}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(result, indent=2, sort_keys=True))
@@ -100,9 +124,15 @@ def _table(result: dict) -> str:
             cells = [f"{f['object_error'].get(x, math.nan):.4f} / {f['object_detect_rate'].get(x, math.nan):.2f} / "
                      f"{f['psnr'].get(x, math.nan):.1f}" for x in multiples]
             lines.append(f"| {name} | {direction} | " + " | ".join(cells) + " |")
-        lines.append(f"| {name} | ratio | " + " | ".join(f"{r['ratio_to_baseline'].get(x, math.nan):.2f}"
-                                                        for x in multiples) + " |")
+        lines.append(f"| {name} | ratio | " + " | ".join(_ratio_cell(r, x) for x in multiples) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _ratio_cell(r: dict, x: int) -> str:
+    """The ratio to the baseline, with its paired 95% interval where the rollouts' errors were listed."""
+    cell = f"{r['ratio_to_baseline'].get(x, math.nan):.2f}"
+    ci = r.get("ratio_ci", {}).get(x)
+    return cell + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def _plot(result: dict, path: Path) -> None:

@@ -196,3 +196,10 @@ def test_backward_fidelity_scores_each_frame_against_the_one_that_really_came_be
     for hz in map(str, horizons):  # the exact model's frames are the real earlier frames (codec and detector only)
         assert exact["psnr"][hz] > 40 and exact["object_error"][hz] < 0.01
     assert frozen["object_error"]["16"] > exact["object_error"]["16"] + 0.02  # the cube was pushed on the way
+    for result in (exact, frozen):  # one entry per rollout, the mean over those found is the figure
+        for hz in map(str, horizons):
+            windows = result["object_error_windows"][hz]
+            assert len(windows) == result["count"][hz]
+            found = [e for e in windows if e is not None]
+            assert len(found) / len(windows) == pytest.approx(result["object_detect_rate"][hz])
+            assert np.mean(found) == pytest.approx(result["object_error"][hz])
