@@ -13,9 +13,9 @@ evaluation holds). Writes OUT/horizons.md (table), OUT/horizons.png (object erro
 forward solid, backward dashed) and OUT/metrics.json: per model and direction the object error,
 detection rate and PSNR by multiple, and each model's object error as a ratio to the baseline's.
 Where both evaluations list their rollouts' errors (`object_error_windows`, eval-wm since this
-study's second round), the ratio gets a paired bootstrap 95% interval over the rollouts in which
-both models' object was found, so a difference between objectives can be told from the noise of
-a few dozen windows.
+study's second round), the table also gives the ratio over the rollouts in which both models'
+object was found, with its paired bootstrap 95% interval, so a difference between objectives can
+be told from the noise of a few dozen windows.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ def by_multiple(metrics: dict, length: int) -> dict[str, dict[int, float]]:
     return out
 
 
-def paired_ratio_ci(errors: list, base: list, samples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """Paired bootstrap 95% interval of mean(errors) / mean(base) over the rollouts where both are
-    found (None entries are misses); None when fewer than 5 pairs remain."""
+def paired_ratio_ci(errors: list, base: list, samples: int = 2000, seed: int = 0
+                    ) -> tuple[float, float, float] | None:
+    """mean(errors) / mean(base) over the rollouts where both are found (None entries are misses) and
+    its paired bootstrap 95% interval: (ratio, low, high); None when fewer than 5 pairs remain."""
     a, b = (np.array([np.nan if v is None else v for v in x], float) for x in (errors, base))
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
@@ -57,7 +58,7 @@ def paired_ratio_ci(errors: list, base: list, samples: int = 2000, seed: int = 0
         return None
     idx = np.random.default_rng(seed).integers(len(a), size=(samples, len(a)))  # resampled rollouts
     ratios = a[idx].mean(1) / np.maximum(b[idx].mean(1), 1e-12)
-    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+    return float(a.mean() / max(b.mean(), 1e-12)), float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
 def check_comparable(models: dict[str, dict]) -> None:
@@ -129,10 +130,11 @@ def _table(result: dict) -> str:
 
 
 def _ratio_cell(r: dict, x: int) -> str:
-    """The ratio to the baseline, with its paired 95% interval where the rollouts' errors were listed."""
+    """The ratio of mean errors to the baseline's; where the rollouts' errors were listed, also the
+    ratio over the rollouts both models found and its paired 95% interval."""
     cell = f"{r['ratio_to_baseline'].get(x, math.nan):.2f}"
     ci = r.get("ratio_ci", {}).get(x)
-    return cell + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    return cell + (f"; paired {ci[0]:.2f} [{ci[1]:.2f}, {ci[2]:.2f}]" if ci else "")
 
 
 def _plot(result: dict, path: Path) -> None:
