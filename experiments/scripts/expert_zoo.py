@@ -8,6 +8,9 @@ Every policy acts in chunks of 4 actions (the protocol of a world model that ste
 as `wmsuite eval` runs it) for 50 episodes from its split's seed: validation policies from seed
 100,000, test policies from seed 0, as in the PushCube families zoo. Nothing here is trained; the
 learned family joins when policies are trained on the task.
+
+The manifest is rewritten after each policy, and a rerun keeps the rows of --out whose policy,
+spec and episode count are this run's: an interrupted campaign goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -78,8 +81,17 @@ def main() -> None:
     args = ap.parse_args()
     env, policies = TASKS[args.task]
     out = Path(args.out or f"assets/zoo/{args.task}.json")
+    done = {}
+    if out.is_file():  # what an interrupted run of the same campaign measured
+        old = json.loads(out.read_text())
+        if old.get("env_id") == env and old.get("episodes") == args.episodes:
+            done = {(r["name"], r["spec"]): r for r in old.get("policies", [])}
     rows = []
     for name, family, split, spec in policies:
+        if (name, spec) in done:
+            rows.append(done[(name, spec)])
+            print(f"{name:<24} {split:<10} real success {done[(name, spec)]['real_success']:.2f} (from {out})")
+            continue
         t0 = time.perf_counter()
         policy = resolve_policy(spec, env_id=env, seed=0, horizon=CHUNK)
         m = evaluate(policy, env, args.episodes, SPLITS[split]["seed"], out=None, n_action_steps=CHUNK,
@@ -89,13 +101,20 @@ def main() -> None:
                      "mean_length": m["mean_length"]})
         print(f"{name:<24} {split:<10} real success {m['success_rate']:.2f} [{m['ci_low']:.2f}, {m['ci_high']:.2f}]  "
               f"mean length {m['mean_length']:.0f}  ({time.perf_counter() - t0:.0f} s)")
+        _write(out, args, env, rows)
+    _write(out, args, env, rows)
+
+
+def _write(out: Path, args: argparse.Namespace, env: str, rows: list[dict]) -> None:
     manifest = {
         "task": args.task, "env_id": env, "episodes": args.episodes, "splits": SPLITS, "families": FAMILIES,
         "policies": rows,
         "real_success_from": f"python experiments/scripts/expert_zoo.py --task {args.task} (real simulator, "
                              f"{args.episodes} episodes from the split's seed, chunks of 4 actions)",
     }
-    out.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(out)  # never a half-written manifest
     print(f"wrote {out}: {len(rows)} policies")
 
 
