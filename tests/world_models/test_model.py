@@ -94,7 +94,7 @@ def test_frame_heads_kinds_shapes_and_unknown_kind(episodes, kind):
 
 
 def test_spatial_keypoints_find_the_peak_in_frame_coordinates():
-    from wmsuite.world_models.model import SpatialKeypoints
+    from wmsuite.world_models.heads import SpatialKeypoints
 
     kp = SpatialKeypoints(channels=1, size=5, width=1, keypoints=1)
     kp.trunk = torch.nn.Identity()  # features = the input itself
