@@ -307,9 +307,10 @@ class WorldModelEnv(gym.vector.VectorEnv):
         values = np.zeros(self.num_envs, np.float32)
         for t in np.unique(self._t[done]):
             rows = torch.as_tensor(np.flatnonzero(done & (self._t == t)), device=self.device)
+            words = self.state.instruction[rows] if self.state.instruction is not None else None
             err = round_trip_error(self.model, self._start_latent[rows], self.state.context[rows],
                                    self._actions[rows, : int(t) * self.chunk], steps=self.sampling_steps,
-                                   generator=self._back_gen, backward=self.round_trip_model)
+                                   generator=self._back_gen, backward=self.round_trip_model, instruction=words)
             values[rows.cpu().numpy()] = err["latent"].cpu().numpy()
         return values, done.copy()
 

@@ -85,7 +85,8 @@ def check_backward_model(model: LatentWorldModel, backward: LatentWorldModel | N
 def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torch.Tensor, actions: torch.Tensor,
                      start_env_state: torch.Tensor | None = None, steps: int | None = None,
                      generator: torch.Generator | None = None, samples: int = 1,
-                     backward: LatentWorldModel | None = None) -> dict[str, torch.Tensor]:
+                     backward: LatentWorldModel | None = None,
+                     instruction: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Play imagined rollouts back to their start and measure how far they land from the real one.
 
     start (B, C, s, s): latent of the real start frame f_0. current (B, K, C, s, s): the K newest
@@ -96,7 +97,9 @@ def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torc
     backward passes per rollout (one batch of B*R) and compares their mean f_0 with the start: the
     backward pass's own sampling noise averages out of the signal, at R times the cost. `backward`:
     the model that plays the rollout back (None: `model` itself; see `check_backward_model`); the
-    heads that read the landing point are `model`'s either way.
+    heads that read the landing point are `model`'s either way. `instruction` (B, W): each rollout's
+    task words (`WorldModelState.instruction`), which a model trained with instructions reads going
+    back as it did going forward.
 
     Returns {"latent": (B,) mean squared latent difference between the backward f_0 and `start`,
     "estimate": (B, C, s, s) the backward f_0} and, with `start_env_state`, "env_state": (B, E) the
@@ -116,8 +119,9 @@ def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torc
         back = torch.cat([back, back.new_zeros(back.shape[0], pad, back.shape[2])], dim=1)  # whole chunks
         context = current.flip(1).repeat_interleave(samples, 0)  # (B*R, K, C, s, s)
         player = model if backward is None else backward
-        latents, _ = rollout(player, WorldModelState(context), back.repeat_interleave(samples, 0), BACKWARD, steps,
-                             generator)
+        words = instruction.repeat_interleave(samples, 0) if instruction is not None else None  # (B*R, W)
+        latents, _ = rollout(player, WorldModelState(context, words), back.repeat_interleave(samples, 0), BACKWARD,
+                             steps, generator)
         estimate = latents[:, n - k].unflatten(0, (-1, samples)).mean(1)  # (B, C, s, s): f_0, mean of R
     out = {"latent": ((estimate - start) ** 2).mean(dim=(1, 2, 3)), "estimate": estimate}
     if start_env_state is not None:

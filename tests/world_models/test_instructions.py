@@ -110,3 +110,24 @@ def test_train_wm_on_a_libero_suite_directory_reads_each_task(tmp_path):
     assert torch.equal(env.state.instruction, instruction_tokens(tasks, 256))
     env.step(np.zeros((2, model.cfg.chunk, model.cfg.action_dim), np.float32))
     assert torch.equal(env.state.instruction, instruction_tokens(tasks, 256))  # carried through the rollout
+
+
+def test_the_round_trip_plays_back_with_each_rollouts_instruction(episodes):
+    from wmsuite.world_models.model import BACKWARD
+    from wmsuite.world_models.trust import round_trip_error
+
+    model = tiny_model(episodes, instruction_buckets=16, p_backward=0.5).eval()
+    seen = []
+    generate = model.generate
+
+    def recording(context, actions, direction=1, steps=None, generator=None, instruction=None):
+        seen.append((direction, instruction))
+        return generate(context, actions, direction, steps, generator, instruction=instruction)
+
+    model.generate = recording
+    words = instruction_tokens(["push it", "pull it"], 16)
+    k, c = model.cfg.context, model.codec.latent_channels
+    round_trip_error(model, torch.randn(2, c, 4, 4), torch.randn(2, k, c, 4, 4), torch.zeros(2, 6, 2), samples=3,
+                     instruction=words)
+    assert seen and all(d == BACKWARD for d, _ in seen)
+    assert all(torch.equal(w, words.repeat_interleave(3, 0)) for _, w in seen)  # each of the R samples, its own row's
