@@ -149,7 +149,7 @@ class RobosuiteExpert:
         cube = self.layout["cube_pos"]
         for b in range(batch):
             me, world = agent[b].copy(), scene[b].copy()
-            for h in range(self.horizon):  # open loop: the controller's response predicted, the cube held still
+            for h in range(self.horizon):  # open loop: the controller's response predicted; a cube not held stays
                 action = self._act(self.plans[b], me, world)
                 if self.noise_std > 0:
                     action[:6] += self.rng.normal(0.0, self.noise_std, 6)

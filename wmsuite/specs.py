@@ -131,8 +131,8 @@ CALIBRATION = "calibration.json"
 
 
 BESIDE = (CALIBRATION, "README.md")
-"""Files beside a model that a digest skips: its trust calibrator and its model card, which are
-written after the figures they hold are measured."""
+"""Files beside a model that a digest skips: its trust calibrator and its model card, both written
+after the runs whose figures they hold."""
 
 
 def file_digest(path: str | Path) -> str:

@@ -65,13 +65,13 @@ class LatentWindows:
     """Training windows over latents: the core WindowDataset's items, frames replaced by latents."""
 
     def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int,
-                 instruction_buckets: int = 0) -> None:
+                 instruction_buckets: int | None = None) -> None:
         self.k, self.h = context, chunk
         self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
                                      cameras=[])
         self.latents = latents  # per episode (T+1, C, s, s)
         self.actions = [torch.from_numpy(np.asarray(ep.actions, np.float32)) for ep in episodes]  # (T, A)
-        # per episode (W,) word ids of its task instruction, for a model that reads them; else None
+        # per episode (W,) word ids of its task instruction, for a model that reads them (buckets > 0); else None
         self.instructions = (instruction_tokens([ep.task for ep in episodes], instruction_buckets)
                              if instruction_buckets else None)
 

@@ -60,7 +60,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -73,6 +72,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
+from wmsuite.rollout.engine import env_spec
 from wmsuite.world_models.contexts import ContextSource, GymResetContext, Observation
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
@@ -360,11 +360,8 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
-    module, _, name = env_id.rpartition(":")  # Gymnasium's "pkg.module:Ns/Name-v0": import, then look up
     try:
-        if module:
-            importlib.import_module(module)
-        spec = gym.spec(name)
+        spec = env_spec(env_id)
     except (gym.error.Error, ImportError) as err:
         raise ValueError(f"{env_id!r} is not a registered Gymnasium id ({err}); import the package that registers "
                          "it first (`import wmsuite.envs` for the wmsuite/ tasks), or name it as "

@@ -83,11 +83,11 @@ class LatentWorldModel(nn.Module):
             add_attention=cfg.attention,
         )
         temb = cfg.channels[0] * 4  # UNet2DModel's time-embedding width
-        words = INSTRUCTION_DIM if cfg.instruction_buckets else 0
-        self.cond = nn.Sequential(nn.Linear(h * a + 2 + 1 + words, temb), nn.SiLU(), nn.Linear(temb, temb))
+        words_dim = INSTRUCTION_DIM if cfg.instruction_buckets else 0
+        self.cond = nn.Sequential(nn.Linear(h * a + 2 + 1 + words_dim, temb), nn.SiLU(), nn.Linear(temb, temb))
         self.instruction = None  # (B, INSTRUCTION_WORDS) word ids -> (B, INSTRUCTION_DIM), into cond
         if cfg.instruction_buckets:
-            self.instruction = nn.EmbeddingBag(cfg.instruction_buckets + 1, words, mode="mean", padding_idx=0)
+            self.instruction = nn.EmbeddingBag(cfg.instruction_buckets + 1, words_dim, mode="mean", padding_idx=0)
         self.heads = FrameHeads(c, s, cfg.state_dim, cfg.env_state_dim, cfg.heads)
         self.idm = InverseDynamics(c, s, h, a)
         self.scheduler = EDMEulerScheduler(sigma_min=cfg.sigma_min, sigma_max=cfg.sigma_max,

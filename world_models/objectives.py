@@ -114,8 +114,7 @@ def cycle_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor]) -> tuple
     direction = torch.full((len(rows),), BACKWARD, device=context.device)
     no_pad = torch.zeros(len(rows), h, dtype=torch.bool, device=context.device)
     loss, _, _ = model.diffusion_loss(context, target.flip(1), acts[:, :h].flip(1), direction, no_pad,
-                                      weight_context=real[:, h : h + k].flip(1),
-                                      **({} if words is None else {"instruction": words}))
+                                      weight_context=real[:, h : h + k].flip(1), instruction=words)
     return loss, {"cycle": float(loss.detach())}
 
 

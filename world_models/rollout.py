@@ -109,10 +109,9 @@ def rollout(model: LatentWorldModel, state: WorldModelState, actions: torch.Tens
     if context.shape[1] != k:
         raise ValueError(f"the state holds {context.shape[1]} context frames; the model needs {k}")
     chunks = []
-    words = {} if state.instruction is None else {"instruction": state.instruction}  # models without: not asked
     for r in range(actions.shape[1] // h):
         lat = model.generate(context, actions[:, r * h : (r + 1) * h], direction, steps, generator,
-                             **words)  # (B, H, C, s, s)
+                             instruction=state.instruction)  # (B, H, C, s, s)
         chunks.append(lat)
         context = torch.cat([context, lat], dim=1)[:, -k:]  # the one autoregressive shift
     if not chunks:  # N = 0: nothing generated, the state as it was

@@ -146,7 +146,7 @@ def train_dynamics(trainer: Trainer, model: LatentWorldModel, episodes: Sequence
     model.to(trainer.device)
     model.codec.requires_grad_(False).eval()
     latents = encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera))
-    data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, model.cfg.instruction_buckets or 0)
+    data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, model.cfg.instruction_buckets)
     batches = dynamics_batches(data, model.cfg, tcfg.batch_size, moving_fraction, trainer.seed)
     extra = {"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {}
     return trainer.fit("dynamics", Objective(model, dynamics_loss), tcfg, batches,
@@ -278,8 +278,7 @@ def train_distill(trainer: Trainer, student: LatentWorldModel, teacher: LatentWo
     student.denoiser.requires_grad_(True)
     student.cond.requires_grad_(True)
     latents = encode_episodes(student.codec, episode_frames(episodes, student.cfg.camera))
-    data = LatentWindows(episodes, latents, student.cfg.context, student.cfg.chunk,
-                         student.cfg.instruction_buckets or 0)
+    data = LatentWindows(episodes, latents, student.cfg.context, student.cfg.chunk, student.cfg.instruction_buckets)
     forward_only = replace(student.cfg, objective="noise", self_forcing=0.0)
     batches = dynamics_batches(data, forward_only, tcfg.batch_size, moving_fraction, trainer.seed)
     steps, teacher_steps = cfg.steps, cfg.teacher_steps or None

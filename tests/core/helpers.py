@@ -76,3 +76,29 @@ class ConstantPolicy:
         b = len(obs["agent_pos"])
         self.calls.append(b)
         return np.full((b, self.horizon, 1), self.value, np.float32)
+
+
+def check_expert_zoo(zoo: str, env_id: str, rerun: str) -> None:
+    """A zoo manifest written by experiments/scripts/expert_zoo.py: its env, at least 10 policies from ~0
+    to ~1 real success, two splits that `wmsuite eval` reads with their seeds, and policy `rerun` run
+    again from its split's seed (chunks of 4) to exactly its recorded rate."""
+    import json
+
+    from wmsuite.cli.common import resolve_policy
+    from wmsuite.cli.eval import EvalConfig
+    from wmsuite.cli.eval_policy import evaluate
+    from wmsuite.cli.eval_setup import policy_entries
+    from wmsuite.specs import resolve_asset
+
+    manifest = json.loads(resolve_asset(zoo).read_text())
+    rates = {p["name"]: p["real_success"] for p in manifest["policies"]}
+    assert manifest["env_id"] == env_id
+    assert len(rates) >= 10 and min(rates.values()) <= 0.05 and max(rates.values()) >= 0.95
+    for split in ("validation", "test"):
+        entries, _, seed = policy_entries(EvalConfig(env=env_id, zoo=zoo, split=split))
+        assert len(entries) >= 2 and seed == manifest["splits"][split]["seed"]
+    entry = next(p for p in manifest["policies"] if p["name"] == rerun)
+    policy = resolve_policy(entry["spec"], env_id=env_id, seed=0, horizon=4)
+    again = evaluate(policy, env_id, manifest["episodes"], manifest["splits"][entry["split"]]["seed"], out=None,
+                     n_action_steps=4, progress=False)
+    assert again["success_rate"] == entry["real_success"]  # the same seeds give the same episodes

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from tests.core.helpers import check_expert_zoo
 from wmsuite.envs import ENV_IDS, make_env
 from wmsuite.envs.experts import EXPERTS, make_expert, run_expert
 from wmsuite.policy import Policy, load_object
@@ -199,25 +200,5 @@ def test_poke_mode_pushes_the_cube_from_many_sides():
 
 
 def test_the_pushtwocubes_zoo_spans_success_and_reads_as_a_manifest():
-    """assets/zoo/pushtwocubes.json (experiments/scripts/expert_zoo.py --task pushtwocubes): at least 10 policies from
-    ~0 to ~1 real success in two splits that `wmsuite eval` reads, and a policy re-run agrees with it."""
-    import json
-
-    from wmsuite.cli.common import resolve_policy
-    from wmsuite.cli.eval import EvalConfig
-    from wmsuite.cli.eval_policy import evaluate
-    from wmsuite.cli.eval_setup import policy_entries
-    from wmsuite.specs import resolve_asset
-
-    zoo = "assets:zoo/pushtwocubes.json"
-    manifest = json.loads(resolve_asset(zoo).read_text())
-    rates = {p["name"]: p["real_success"] for p in manifest["policies"]}
-    assert len(rates) >= 10 and min(rates.values()) <= 0.05 and max(rates.values()) >= 0.95
-    for split in ("validation", "test"):
-        entries, _, seed = policy_entries(EvalConfig(env="wmsuite/PushTwoCubes-v0", zoo=zoo, split=split))
-        assert len(entries) >= 2 and seed == manifest["splits"][split]["seed"]
-    entry = next(p for p in manifest["policies"] if p["name"] == "expert-skill0.5")
-    policy = resolve_policy(entry["spec"], env_id="wmsuite/PushTwoCubes-v0", seed=0, horizon=4)
-    again = evaluate(policy, "wmsuite/PushTwoCubes-v0", 50, manifest["splits"][entry["split"]]["seed"], out=None,
-                     n_action_steps=4, progress=False)
-    assert again["success_rate"] == entry["real_success"]  # the same seeds give the same episodes
+    """assets/zoo/pushtwocubes.json (experiments/scripts/expert_zoo.py --task pushtwocubes)."""
+    check_expert_zoo("assets:zoo/pushtwocubes.json", "wmsuite/PushTwoCubes-v0", rerun="expert-skill0.5")

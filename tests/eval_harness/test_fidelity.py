@@ -35,7 +35,7 @@ class _TableModel:
                 ctx = z[torch.arange(t - k + 1, t + 1).clamp_min(0)]
                 self.table[ctx.numpy().tobytes()] = z[t + 1 : t + 1 + h]
 
-    def generate(self, context, actions, direction=1, steps=None, generator=None):  # (B, K, C, s, s) -> (B, H, C, s, s)
+    def generate(self, context, actions, direction=1, steps=None, generator=None, instruction=None):  # (B, K, C, s, s) -> (B, H, C, s, s)
         if self.oracle:
             return torch.stack([self.table[c.numpy().tobytes()] for c in context])
         return context[:, -1:].expand(-1, self.cfg.chunk, -1, -1, -1)
@@ -105,7 +105,7 @@ class _ChunkIntegrator:
         self.cfg = SimpleNamespace(camera="top", context=k, chunk=h, action_dim=1)
         self.codec = SimpleNamespace(encode=lambda frames: torch.zeros(len(frames), 1, 1, 1))
 
-    def generate(self, context, actions, direction=1, steps=None, generator=None):  # (B, K, 1, 1, 1) -> (B, H, 1, 1, 1)
+    def generate(self, context, actions, direction=1, steps=None, generator=None, instruction=None):  # (B, K, 1, 1, 1) -> (B, H, 1, 1, 1)
         frac = torch.arange(1, self.cfg.chunk + 1, dtype=torch.float32) / self.cfg.chunk  # (H,)
         return context[:, -1:] + (frac[None, :] * actions.sum(dim=(1, 2))[:, None])[..., None, None, None]
 
@@ -157,7 +157,7 @@ class _BackwardTable:
     def eval(self):
         return self
 
-    def generate(self, context, actions, direction=1, steps=None, generator=None):
+    def generate(self, context, actions, direction=1, steps=None, generator=None, instruction=None):
         from wmsuite.world_models.model import BACKWARD
 
         assert direction == BACKWARD

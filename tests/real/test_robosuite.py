@@ -16,6 +16,7 @@ from gymnasium.utils.env_checker import check_env
 
 pytest.importorskip("robosuite", reason="robosuite extra not installed: pip install 'wmsuite[sim]'")
 
+from tests.core.helpers import check_expert_zoo  # noqa: E402
 from wmsuite.data.readers import ROBOMIMIC_IMAGE, read_robomimic  # noqa: E402
 from wmsuite.envs.robosuite_env import (  # noqa: E402
     PROPRIO_KEYS,
@@ -245,24 +246,5 @@ def test_eval_wm_on_lift_through_its_probe_at_84_px(tmp_path):
 
 
 def test_the_lift_zoo_spans_success_and_reads_as_a_manifest():
-    """assets/zoo/lift.json (experiments/scripts/expert_zoo.py --task lift): at least 10 policies from
-    ~0 to ~1 real success in two splits that `wmsuite eval` reads, and a policy re-run agrees with it."""
-    from wmsuite.cli.common import resolve_policy
-    from wmsuite.cli.eval import EvalConfig
-    from wmsuite.cli.eval_policy import evaluate
-    from wmsuite.cli.eval_setup import policy_entries
-    from wmsuite.specs import resolve_asset
-
-    zoo, env = "assets:zoo/lift.json", env_id("Lift")
-    manifest = json.loads(resolve_asset(zoo).read_text())
-    rates = {p["name"]: p["real_success"] for p in manifest["policies"]}
-    assert manifest["env_id"] == env
-    assert len(rates) >= 10 and min(rates.values()) <= 0.05 and max(rates.values()) >= 0.95
-    for split in ("validation", "test"):
-        entries, _, seed = policy_entries(EvalConfig(env=env, zoo=zoo, split=split))
-        assert len(entries) >= 2 and seed == manifest["splits"][split]["seed"]
-    entry = next(p for p in manifest["policies"] if p["name"] == "expert-skill1")
-    policy = resolve_policy(entry["spec"], env_id=env, seed=0, horizon=4)
-    again = evaluate(policy, env, 50, manifest["splits"][entry["split"]]["seed"], out=None, n_action_steps=4,
-                     progress=False)
-    assert again["success_rate"] == entry["real_success"]  # the same seeds give the same episodes
+    """assets/zoo/lift.json (experiments/scripts/expert_zoo.py --task lift)."""
+    check_expert_zoo("assets:zoo/lift.json", env_id("Lift"), rerun="expert-skill1")

@@ -41,7 +41,7 @@ class Integrator:
         self.drift, self.calls = drift, []
         self.pattern = torch.randn(A, C, S, S, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
 
-    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None):
+    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None, instruction=None):
         self.calls.append((int(direction), torch.is_grad_enabled()))
         x, out = context[:, -1], []
         for j in range(actions.shape[1]):
@@ -50,7 +50,7 @@ class Integrator:
             out.append(x)
         return torch.stack(out, dim=1)
 
-    def diffusion_loss(self, context, target, actions, direction, pad, weight_context=None):
+    def diffusion_loss(self, context, target, actions, direction, pad, weight_context=None, instruction=None):
         assert bool((direction == BACKWARD).all()) and not pad.any()
         self.weight_context = weight_context
         pred = self.generate(context, actions, BACKWARD)

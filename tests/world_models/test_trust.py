@@ -37,7 +37,7 @@ class Oracle:
         self.cfg, self.bias, self.calls = OracleConfig(), bias, 0
         self.pattern = torch.randn(A, C, S, S, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
 
-    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None):
+    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None, instruction=None):
         self.calls += 1
         x, out = context[:, -1], []  # (B, C, s, s): the frame the chunk starts from
         for j in range(actions.shape[1]):
@@ -86,7 +86,7 @@ class NoisyOracle(Oracle):
         super().__init__()
         self.noise = noise
 
-    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None):
+    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None, instruction=None):
         out = super().generate(context, actions, direction, steps, generator)
         if direction == FORWARD:
             return out
@@ -112,7 +112,7 @@ class WrongWayBack(Oracle):
         super().__init__()
         self.drift, self.head_calls = drift, 0
 
-    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None):
+    def generate(self, context, actions, direction=FORWARD, steps=None, generator=None, instruction=None):
         out = super().generate(context, actions, direction, steps, generator)
         return out if direction == FORWARD else out + self.drift
 

@@ -102,14 +102,20 @@ def checked_env_id(env_id: str) -> str:
     wmsuite's own ids, so spawned workers find them too), after checking in this process that
     Gymnasium knows it; a ValueError with Gymnasium's near matches otherwise."""
     full_id = env_id if ":" in env_id or not env_id.startswith("wmsuite/") else f"wmsuite.envs:{env_id}"
-    module, _, name = full_id.rpartition(":")
     try:
-        if module:
-            importlib.import_module(module)  # what gym.make does in each worker
-        gym.spec(name)
+        env_spec(full_id)
     except (gym.error.Error, ImportError) as err:
         raise ValueError(f"unknown env id {env_id!r} ({err})") from err
     return full_id
+
+
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """Gymnasium's spec of `env_id`, in its 'pkg.module:Ns/Name-v0' form importing the module first,
+    as gym.make does; Gymnasium's error (or the ImportError) where it is unknown."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        importlib.import_module(module)
+    return gym.spec(name)
 
 
 @dataclass
