@@ -89,11 +89,13 @@ class ScriptedExpert:
             mem = self._memory[i]
             if mem is None:
                 mem = self._memory[i] = self._new_episode(self._episode_index.pop(i, None))
-            pos = agent_pos[i].astype(np.float64)
-            for h in range(self.horizon):  # open loop: objects held still, the agent moved by its actions
-                actions[i, h] = self._step(pos, env_state[i], mem)
+            pos, scene = agent_pos[i].astype(np.float64), env_state[i].astype(np.float64)
+            for h in range(self.horizon):  # open loop: the agent moved by its actions, objects by _carry
+                actions[i, h] = self._step(pos, scene, mem)
+                move = self.MOTION_SCALE * actions[i, h, : self.MOTION_DIM]
+                scene = self._carry(pos, scene, move, mem)
                 pos = pos.copy()
-                pos[: self.MOTION_DIM] += self.MOTION_SCALE * actions[i, h, : self.MOTION_DIM]
+                pos[: self.MOTION_DIM] += move
         return actions  # (B, H, A)
 
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
@@ -149,6 +151,11 @@ class ScriptedExpert:
     def _hold(self, mem: dict[str, Any]) -> np.ndarray:
         """The action that keeps everything where it is."""
         return np.zeros(self.ACTION_DIM)
+
+    def _carry(self, agent_pos: np.ndarray, env_state: np.ndarray, move: np.ndarray, mem: dict[str, Any]) -> np.ndarray:
+        """The environment state an open-loop plan expects after the agent at `agent_pos` moves by
+        `move` (MOTION_DIM,): objects stay where they are unless the task says what the agent carries."""
+        return env_state
 
     def _begin(self, mem: dict[str, Any], rng: np.random.Generator) -> None:
         raise NotImplementedError

@@ -77,10 +77,24 @@ class PickPlaceExpert(ScriptedExpert):
     def _hold(self, mem: dict[str, Any]) -> np.ndarray:
         return np.array([0.0, 0.0, 0.0, mem["grip"]])
 
+    @staticmethod
+    def _held(hand: np.ndarray, cube: np.ndarray) -> bool:
+        """Is the cube between the fingers (its centre no lower than 1 cm under the fingertips, within 3 cm across)?"""
+        return bool(cube[2] - hand[2] > -0.01 and np.linalg.norm(cube[:2] - hand[:2]) < 0.03)
+
+    def _carry(self, agent_pos: np.ndarray, env_state: np.ndarray, move: np.ndarray, mem: dict[str, Any]) -> np.ndarray:
+        """A cube held in closed fingers moves with the hand, down to the table and no further."""
+        if mem["grip"] <= 0 or not self._held(agent_pos[:3], env_state[:3]):
+            return env_state
+        out = env_state.copy()
+        out[:3] += move
+        out[2] = max(out[2], PP_CUBE_HALF)
+        return out
+
     def _act(self, agent_pos: np.ndarray, env_state: np.ndarray, mem: dict[str, Any]) -> np.ndarray:
         hand, opening, cube, target = agent_pos[:3], agent_pos[3], env_state[:3], env_state[3:6]
         phase, mode = mem["phase"], mem["mode"]
-        held = cube[2] - hand[2] > -0.01 and np.linalg.norm(cube[:2] - hand[:2]) < 0.03
+        held = self._held(hand, cube)
         z_grasp = cube[2] - self.GRASP_BELOW
         goal = hand.copy()
         if phase in ("lift", "carry", "lower") and not held:  # the cube is not in the hand: start over
