@@ -6,7 +6,7 @@ skill does is told in envs/experts.py, whose `make_expert` builds them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -72,23 +72,33 @@ class ScriptedExpert:
             if 0 <= i < len(self._memory):
                 self._memory[i] = None
 
-    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """obs {"agent_pos": (B, D), "environment_state": (B, E), ...} -> (B, horizon, A) float32 in [-1, 1]."""
+    def predict_action_chunk(self, obs: dict[str, Any], env_indices: Sequence[int] | None = None) -> np.ndarray:
+        """obs {"agent_pos": (B, D), "environment_state": (B, E), ...} -> (B, horizon, A) float32 in [-1, 1].
+
+        Row b is environment b, or environment env_indices[b] when given: the rollout engine then asks
+        only for the environments that need a chunk, and every other environment's plan and memory stay
+        as they are (asked for the whole batch, an expert would plan, and advance, rows whose chunk is
+        thrown away)."""
         agent_pos = _batch(obs, "agent_pos", self.AGENT_POS_DIM, self.ENV_ID)  # (B, D)
         env_state = _batch(obs, "environment_state", self.ENV_STATE_DIM, self.ENV_ID)  # (B, E)
         batch = len(agent_pos)
         if len(env_state) != batch:
             raise ValueError(f"agent_pos has {batch} rows but environment_state has {len(env_state)}")
-        if not self._memory:
+        slots = list(range(batch)) if env_indices is None else [int(i) for i in env_indices]
+        if len(slots) != batch:
+            raise ValueError(f"env_indices names {len(slots)} environments for a batch of {batch}")
+        if env_indices is not None:
+            self._memory += [None] * (max(slots, default=-1) + 1 - len(self._memory))
+        elif not self._memory:
             self._memory = [None] * batch
         elif len(self._memory) != batch:
             raise ValueError(f"{type(self).__name__} was driving {len(self._memory)} envs and got a batch of "
                              f"{batch}; call reset() before changing the batch size")
         actions = np.empty((batch, self.horizon, self.ACTION_DIM), np.float32)  # (B, H, A)
-        for i in range(batch):
-            mem = self._memory[i]
+        for i, slot in enumerate(slots):
+            mem = self._memory[slot]
             if mem is None:
-                mem = self._memory[i] = self._new_episode(self._episode_index.pop(i, None))
+                mem = self._memory[slot] = self._new_episode(self._episode_index.pop(slot, None))
             pos, scene = agent_pos[i].astype(np.float64), env_state[i].astype(np.float64)
             for h in range(self.horizon):  # open loop: the agent moved by its actions, objects by _carry
                 actions[i, h] = self._step(pos, scene, mem)

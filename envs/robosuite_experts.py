@@ -138,24 +138,28 @@ class RobosuiteExpert:
                 self.plans.append(self._new_plan())
             self.plans[i] = self._new_plan()
 
-    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """(B, horizon, 7) OSC_POSE actions for a batch of observations."""
+    def predict_action_chunk(self, obs: dict[str, Any], env_indices: Sequence[int] | None = None) -> np.ndarray:
+        """(B, horizon, 7) OSC_POSE actions for a batch of observations; row b is environment b, or
+        env_indices[b] when given (the engine asks only for the environments that need a chunk)."""
         agent = np.asarray(obs["agent_pos"], np.float64)  # (B, 9)
         scene = np.asarray(obs["environment_state"], np.float64)  # (B, E)
         batch = agent.shape[0]
-        if len(self.plans) < batch:
-            self.reset_envs(range(len(self.plans), batch))
+        slots = list(range(batch)) if env_indices is None else [int(i) for i in env_indices]
+        if len(slots) != batch:
+            raise ValueError(f"env_indices names {len(slots)} environments for a batch of {batch}")
+        if len(self.plans) <= max(slots, default=-1):
+            self.reset_envs(range(len(self.plans), max(slots) + 1))
         out = np.zeros((batch, self.horizon, 7), np.float32)
         cube = self.layout["cube_pos"]
-        for b in range(batch):
+        for b, slot in enumerate(slots):
             me, world = agent[b].copy(), scene[b].copy()
             for h in range(self.horizon):  # open loop: the controller's response predicted; a cube not held stays
-                action = self._act(self.plans[b], me, world)
+                action = self._act(self.plans[slot], me, world)
                 if self.noise_std > 0:
                     action[:6] += self.rng.normal(0.0, self.noise_std, 6)
                 out[b, h] = np.clip(action, -1.0, 1.0)
                 move = POS_STEP * out[b, h, :3]
-                if self.plans[b].phase in ("lift", "carry", "lower", "hold") and out[b, h, 6] > 0:
+                if self.plans[slot].phase in ("lift", "carry", "lower", "hold") and out[b, h, 6] > 0:
                     world[cube] += move  # a held cube goes where the fingers go
                 me[:3] += move
                 me[3:7] = turn_yaw(me[3:7], YAW_STEP * float(out[b, h, 5]))

@@ -47,9 +47,11 @@ class _Wrapper:
     def select_action(self, obs: dict[str, Any]) -> np.ndarray:
         return self.predict_action_chunk(obs)[:, 0]
 
-    def predict_action_chunk(self, obs: dict[str, Any]) -> np.ndarray:
-        """(B, H, A) the inner chunk, transformed, clipped to [low, high]."""
-        chunk = as_numpy_chunk(self.inner.predict_action_chunk(obs), len(obs["agent_pos"]))  # (B, H, A)
+    def predict_action_chunk(self, obs: dict[str, Any], env_indices: Sequence[int] | None = None) -> np.ndarray:
+        """(B, H, A) the inner chunk, transformed, clipped to [low, high]; `env_indices` (which
+        environment each row is) goes to an inner policy with per-env memory."""
+        kwargs = {} if env_indices is None else {"env_indices": env_indices}
+        chunk = as_numpy_chunk(self.inner.predict_action_chunk(obs, **kwargs), len(obs["agent_pos"]))  # (B, H, A)
         return np.clip(self._transform(chunk), self.low, self.high).astype(np.float32)
 
     def _transform(self, chunk: np.ndarray) -> np.ndarray:

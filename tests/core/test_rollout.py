@@ -86,6 +86,47 @@ def test_stateful_policy_sees_full_batch_and_env_resets():
     assert p.resets[0] == [0, 1, 2] and sum(len(r) for r in p.resets) == 5
 
 
+def test_stateful_policy_with_env_indices_is_asked_only_for_rows_that_need_a_chunk():
+    class Indexed(ConstantPolicy):
+        def __init__(self):
+            super().__init__(1.0, horizon=2)
+            self.asked = []
+
+        def reset_envs(self, idx):
+            pass
+
+        def predict_action_chunk(self, obs, env_indices=None):
+            self.asked.append(list(env_indices))
+            return super().predict_action_chunk(obs)
+
+    p = Indexed()
+    # CounterEnv episodes of seeds 0..4 last 3, 2, 1, 1, 1 steps: the sub-envs fall out of step
+    list(rollout(p, vec(3), RolloutConfig(episodes=5, seed=0, act_every=2, progress=False)))
+    assert p.asked[0] == [0, 1, 2] and any(len(a) < 3 for a in p.asked)
+    assert set(p.calls) == {len(a) for a in p.asked}
+
+
+@pytest.mark.parametrize("env_id", ["wmsuite/PickPlace-v0", "wmsuite/PushCube-v0"])
+def test_chunked_expert_episodes_do_not_depend_on_the_number_of_envs(env_id):
+    """A scripted expert planning 4-action chunks, its sub-envs out of step (episodes end at any step):
+    every episode is what it is when run alone (asked for the whole batch, the expert planned and
+    advanced rows whose chunk was thrown away)."""
+    from wmsuite.envs.experts import make_expert
+    from wmsuite.rollout import make_vector_env
+
+    def run(n):
+        env = make_vector_env(env_id, n, asynchronous=False, env_kwargs={"cameras": ()})
+        cfg = RolloutConfig(episodes=6, seed=40, act_every=4, episode_rng=True, record_frames=False, progress=False)
+        eps = {e.meta["episode_index"]: e for e in rollout(make_expert(env_id, skill=0.5, seed=3, horizon=4), env, cfg)}
+        env.close()
+        return eps
+
+    alone, batched = run(1), run(3)
+    assert len({e.length for e in alone.values()}) > 1  # lengths differ: the sub-envs do fall out of step
+    for i, e in alone.items():
+        np.testing.assert_array_equal(batched[i].actions, e.actions)
+
+
 def test_idle_envs_that_finish_are_reset():
     # one episode, four envs: three idle envs run zeros; CounterEnv starting at >= 3 succeeds at once
     eps = list(rollout(ConstantPolicy(0.0), vec(4), RolloutConfig(episodes=1, seed=3, progress=False)))

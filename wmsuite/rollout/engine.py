@@ -14,8 +14,11 @@
   `act_every` actions when that is set). A policy whose chunks are shorter than what is needed (a
   one-action expert driving a world model) is queried again on the same observation until there are
   enough actions, so every policy runs under the same open-loop protocol in both kinds of env.
-- Policies with per-env memory (they define `reset_envs(indices)`) are always called on the full
-  batch, so row i is sub-environment i; stateless policies are called only on the rows that need a chunk.
+- Policies with per-env memory (they define `reset_envs(indices)`) are called on the rows that need a
+  chunk with `env_indices=` naming their sub-environments, where `predict_action_chunk` takes it (the
+  scripted experts and wrappers around them do); others are called on the full batch, so row i is
+  sub-environment i, and plan (and remember) chunks for rows that throw them away when the sub-envs
+  are out of step. Stateless policies are called only on the rows that need a chunk.
 - `episode_rng=True` makes every episode's actions a function of its seed alone, whichever episodes
   share its batch: stateless policies are then queried one row at a time with Python's, numpy's and
   torch's global RNGs seeded from (seed, episode index, query number), and a stateful policy whose
@@ -139,6 +142,8 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     n = env.num_envs
     chunk_env = len(env.single_action_space.shape) == 2
     stateful = hasattr(policy, "reset_envs")
+    # how a policy with per-env memory is asked: the rows that need a chunk (by env_indices), or all rows
+    memory = ("rows" if _takes_env_indices(policy) else "batch") if stateful else "none"
     takes_index = stateful and cfg.episode_rng and "episodes" in inspect.signature(policy.reset_envs).parameters
     steps_per_chunk = cfg.n_action_steps or getattr(policy, "n_action_steps", None)
     policy.reset()
@@ -181,7 +186,7 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     try:
         while (slot_episode >= 0).any():
             active = slot_episode >= 0
-            action = _next_actions(policy, obs, queues, active, stateful, chunk_env, steps_per_chunk, cfg, env,
+            action = _next_actions(policy, obs, queues, active, memory, chunk_env, steps_per_chunk, cfg, env,
                                    slot_episode, queries)
             obs, reward, terminated, truncated, info = env.step(action)
             if on_step is not None:
@@ -208,7 +213,7 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
 
 
 def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarray]], active: np.ndarray,
-                  stateful: bool, chunk_env: bool, steps: int | None, cfg: RolloutConfig,
+                  memory: str, chunk_env: bool, steps: int | None, cfg: RolloutConfig,
                   env: gym.vector.VectorEnv, slot_episode: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """(n, A) actions, or (n, H, A) chunks for a chunk env; idle rows get zeros."""
     n, act_every = len(queues), cfg.act_every
@@ -219,15 +224,16 @@ def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarra
         return np.clip(out, space.low, space.high).astype(space.dtype)
     need = np.array([active[i] and not queues[i] for i in range(n)])
     if need.any():
-        rows = np.arange(n) if stateful else np.flatnonzero(need)
-        if cfg.episode_rng and not stateful:  # one row at a time, its randomness from its episode alone
+        rows = np.arange(n) if memory == "batch" else np.flatnonzero(need)
+        if cfg.episode_rng and memory == "none":  # one row at a time, its randomness from its episode alone
             parts = []
             for i in rows:
                 _seed_globals(cfg.seed, int(slot_episode[i]), int(queries[i]))
                 parts.append(_query(policy, _index(obs, np.array([i])), 1, act_every, space.shape[-1]))
             chunk = np.concatenate(parts)  # (len(rows), H, A)
         else:
-            chunk = _query(policy, _index(obs, rows), len(rows), act_every, space.shape[-1])  # (len(rows), H, A)
+            kwargs = {"env_indices": rows.tolist()} if memory == "rows" else {}
+            chunk = _query(policy, _index(obs, rows), len(rows), act_every, space.shape[-1], **kwargs)  # (len(rows), H, A)
         queries[need] += 1
         take = chunk.shape[1] if steps is None or act_every else min(steps, chunk.shape[1])
         for r, i in enumerate(rows):
@@ -248,13 +254,21 @@ def _seed_globals(seed: int, episode: int, query: int) -> None:
         sys.modules["torch"].manual_seed(value)
 
 
-def _query(policy: Any, obs: dict[str, Any], batch: int, length: int | None, action_dim: int) -> np.ndarray:
+def _takes_env_indices(policy: Any) -> bool:
+    """Does `policy.predict_action_chunk` take env_indices= (for a wrapper, the policy it wraps too)?"""
+    takes = "env_indices" in inspect.signature(policy.predict_action_chunk).parameters
+    inner = getattr(policy, "inner", None)
+    return takes and (inner is None or _takes_env_indices(inner))
+
+
+def _query(policy: Any, obs: dict[str, Any], batch: int, length: int | None, action_dim: int,
+           **kwargs: Any) -> np.ndarray:
     """(batch, H, A) actions from one observation: one chunk, or exactly `length` actions: the first
     `length` of a longer chunk, or repeated queries on the same observation for a policy whose chunks
     are shorter (a one-action expert driving a world model that steps whole chunks)."""
     parts, total = [], 0
     while not parts or (length is not None and total < length):
-        chunk = as_numpy_chunk(policy.predict_action_chunk(obs), batch)  # (batch, h, A)
+        chunk = as_numpy_chunk(policy.predict_action_chunk(obs, **kwargs), batch)  # (batch, h, A)
         if chunk.shape[-1] != action_dim:
             raise ValueError(f"policy returned actions of size {chunk.shape[-1]}; the env takes {action_dim}")
         parts.append(chunk)
