@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from wmsuite.world_models import LatentWorldModel
+from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.contexts import GymResetContext
 from wmsuite.world_models.env import WorldModelEnv
 from wmsuite.world_models.model import FORWARD
@@ -64,7 +65,7 @@ def bench_round_trip(model: LatentWorldModel, make_env: Callable[[], gym.Env], b
     rng = np.random.default_rng(seed)
     out = {}
     for b in batch_sizes:
-        frames = np.stack([source(seed + i)["pixels"][model.cfg.camera] for i in range(b)])[:, None]  # (B, 1, S, S, 3)
+        frames = np.stack([stack_cameras(source(seed + i)["pixels"], model.cfg.camera) for i in range(b)])[:, None]  # (B, 1, S, S, 3)
         actions = torch.as_tensor(rng.uniform(-1, 1, (b, depth * h, model.cfg.action_dim)), dtype=torch.float32,
                                   device=dev)
         fwd, back = [], []

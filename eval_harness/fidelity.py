@@ -58,7 +58,8 @@ import torch.nn.functional as F
 from wmsuite.envs.probes import TaskProbe
 from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
-from wmsuite.world_models.codec import reconstruction_psnr
+from wmsuite.world_models.codec import reconstruction_psnr, split_cameras, stack_cameras
+from wmsuite.world_models.config import camera_names
 from wmsuite.world_models.data import time_reversed
 from wmsuite.world_models.model import BACKWARD, FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
@@ -67,24 +68,25 @@ DEFAULT_HORIZONS = (1, 8, 16, 32, 64)
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N, H, W, 3) uint8 pairs -> (N,) PSNR in dB (capped at 99 for identical frames)."""
+    """(N, H, W, C) uint8 pairs -> (N,) PSNR in dB (capped at 99 for identical frames)."""
     mse = ((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean(axis=(1, 2, 3))
     return np.minimum(10 * np.log10(255.0**2 / np.maximum(mse, 1e-12)), 99.0)
 
 
 def ssim(a: np.ndarray, b: np.ndarray, window: int = 7, sigma: float = 1.5) -> np.ndarray:
-    """(N, H, W, 3) uint8 pairs -> (N,) mean SSIM (Wang et al. 2004; Gaussian window, per channel).
+    """(N, H, W, C) uint8 pairs -> (N,) mean SSIM (Wang et al. 2004; Gaussian window, per channel).
 
     A 7-pixel window rather than 11 because our frames are 64 px; constants K1=0.01, K2=0.03.
     """
-    x = torch.from_numpy(a).permute(0, 3, 1, 2).double() / 255.0  # (N, 3, H, W)
+    x = torch.from_numpy(a).permute(0, 3, 1, 2).double() / 255.0  # (N, C, H, W)
     y = torch.from_numpy(b).permute(0, 3, 1, 2).double() / 255.0
+    c = x.shape[1]
     g = torch.exp(-((torch.arange(window) - window // 2) ** 2) / (2 * sigma**2)).double()
     g = (g[:, None] * g[None]) / g.sum() ** 2  # (w, w), sums to 1
-    kernel = g.expand(3, 1, window, window)
+    kernel = g.expand(c, 1, window, window)
 
     def blur(t: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(t, kernel, groups=3)  # valid convolution, as in the reference implementation
+        return F.conv2d(t, kernel, groups=c)  # valid convolution, as in the reference implementation
 
     c1, c2 = 0.01**2, 0.03**2
     mx, my = blur(x), blur(y)
@@ -117,7 +119,7 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
     for i, ep in enumerate(episodes):
         actions[i, : ep.length] = ep.actions
     act = torch.from_numpy(actions)
-    first = torch.from_numpy(np.stack([ep.obs[cam][0] for ep in episodes])).permute(0, 3, 1, 2)  # (N, 3, S, S)
+    first = torch.from_numpy(np.stack([stack_cameras(ep.obs, cam)[0] for ep in episodes])).permute(0, 3, 1, 2)  # (N, 3, S, S)
     z0 = model.codec.encode(first)  # (N, C, s, s)
     gen = torch.Generator().manual_seed(seed)
     lat, _ = rollout(model, WorldModelState.from_latents(z0[:, None], k), act, direction, steps, gen)
@@ -188,7 +190,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
             idm_gen.extend(out["idm_error"][i, :t_end].tolist())
             wanted = [hz for hz in horizons if hz <= t_end] + [t_end]
             frames = model.codec.decode(lat[i, wanted]).permute(0, 2, 3, 1).numpy()  # (len, S, S, 3)
-            real = ep.obs[cam][wanted]
+            real = stack_cameras(ep.obs, cam)[wanted]
             obj_gen = detect(frames) if detect is not None else None  # (len, 2)
             obj_true = ep.env_state[wanted, obj]  # (len, 2)
             p, s = psnr(frames, real), ssim(frames, real)
@@ -228,7 +230,7 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
         return {**open_loop, "direction": "backward"}
     real_idm, head_acc, head_bal = _real_frame_metrics(model, episodes)
     contact = contact_fidelity(model, episodes, probe, seed=seed, steps=steps) if detect is not None else None
-    frames = torch.from_numpy(np.concatenate([ep.obs[cam] for ep in episodes[:64]])).permute(0, 3, 1, 2)
+    frames = torch.from_numpy(np.concatenate([stack_cameras(ep.obs, cam) for ep in episodes[:64]])).permute(0, 3, 1, 2)
     replays = None
     if replay_p_success is not None:
         replays = float(np.mean(np.where(predicted, replay_p_success[None], 1 - replay_p_success[None])))
@@ -270,7 +272,7 @@ def contact_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], probe
                          f"probe has no detector for them (its detector reads {probe.camera!r}, or none)")
     ctx, act, start_xy, end_xy, agent_from, agent_to = [], [], [], [], [], []
     for ep in episodes:
-        z = model.codec.encode(torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2))  # (T+1, C, s, s), once
+        z = model.codec.encode(torch.from_numpy(stack_cameras(ep.obs, cam)).permute(0, 3, 1, 2))  # (T+1, C, s, s), once
         for t in range(0, ep.length - h + 1, h):
             ctx.append(z[torch.arange(t - k + 1, t + 1).clamp_min(0)])  # the first frame repeats before t = 0
             act.append(torch.from_numpy(ep.actions[t : t + h]))
@@ -333,8 +335,12 @@ def check_task(model: LatentWorldModel, probe: TaskProbe) -> None:
 
 
 def frame_detector(probe: TaskProbe, camera: str) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The probe's object detector if it reads `camera`'s frames (the world model's), else None."""
-    return probe.object_xy_from_frames if camera == probe.camera else None
+    """The probe's object detector on the world model's frames (..., S, S, 3 M) of cameras `camera`
+    ('front+wrist'), reading the probe's camera among them; None if the model does not generate it."""
+    detect = probe.object_xy_from_frames
+    if detect is None or probe.camera not in camera_names(camera):
+        return None
+    return lambda frames: detect(split_cameras(frames, camera)[probe.camera])
 
 
 @torch.no_grad()
@@ -343,7 +349,7 @@ def _real_frame_metrics(model: LatentWorldModel, episodes: Sequence[Episode]) ->
     cam, h = model.cfg.camera, model.cfg.chunk
     idm, correct, pos_ok, neg_ok, n_pos, n_neg = [], 0, 0, 0, 0, 0
     for ep in episodes:
-        z = model.codec.encode(torch.from_numpy(ep.obs[cam]).permute(0, 3, 1, 2))  # (T+1, C, s, s)
+        z = model.codec.encode(torch.from_numpy(stack_cameras(ep.obs, cam)).permute(0, 3, 1, 2))  # (T+1, C, s, s)
         prob = torch.sigmoid(model.predict_heads(z)["success_logit"]).numpy()  # (T+1,)
         label = np.zeros(ep.length + 1, bool)
         label[-1] = ep.success  # episodes end on success; no earlier frame is a success

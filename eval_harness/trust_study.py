@@ -35,6 +35,7 @@ from wmsuite.envs.probes import TaskProbe
 from wmsuite.eval_harness.abstention import keep_mask
 from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
+from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import Calibrator, round_trip_error
@@ -77,7 +78,7 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
             live = [i for i, ep in enumerate(batch) if ep.length >= d * h]
             if not live:
                 continue
-            frames = np.stack([batch[i].obs[cam][d * h] for i in live])  # (m, S, S, 3): the real frame d*H
+            frames = np.stack([stack_cameras(batch[i].obs, cam)[d * h] for i in live])  # (m, S, S, 3): the real frame d*H
             real = model.codec.encode(torch.as_tensor(frames, device=dev).permute(0, 3, 1, 2))  # (m, C, s, s)
             img = lat[live, -1]  # (m, C, s, s)
             read = model.predict_heads(img)["environment_state"][:, obj].cpu().numpy()  # (m, 2)
@@ -121,7 +122,7 @@ def _start(model: LatentWorldModel, batch: Sequence[Episode],
     for i, ep in enumerate(batch):
         n = min(ep.length, reach * h)
         actions[i, :n] = torch.as_tensor(ep.actions[:n], dtype=torch.float32)
-    state = WorldModelState.from_frames(model, [ep.obs[model.cfg.camera][:1] for ep in batch], device=dev)
+    state = WorldModelState.from_frames(model, [stack_cameras(ep.obs, model.cfg.camera)[:1] for ep in batch], device=dev)
     return state, actions.to(dev)
 
 

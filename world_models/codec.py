@@ -17,10 +17,18 @@ column, to P, the next multiple of `downsample` (s = P / f), and crops decoded f
 84-px robomimic frame at f = 4 is 21x21 latents; at f = 8, padded to 88, 11x11). The denoiser pads
 latent frames the same way to the multiple its UNet needs (model.py); nothing else sees padding.
 Reconstruction quality is measured separately from prediction quality (`reconstruction_psnr`).
+
+Several cameras (`CodecConfig.cameras` = N): a step's frames are stacked on the channel axis, (3 N, S,
+S), in the world model's camera order (`stack_cameras`); each camera's frame is encoded alone by the
+same codec and the latents stacked likewise, (N C, s, s), each channel with its own statistics. The
+dynamics model sees all cameras of a step at once; `split_cameras` hands decoded frames back per camera.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 from diffusers import AutoencoderKL
@@ -28,24 +36,27 @@ from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
 from diffusers.models.resnet import ResnetBlock2D
 from torch import nn
 
-from wmsuite.world_models.config import CodecConfig
+from wmsuite.world_models.config import CodecConfig, camera_names
 
 
 class FrameCodec(nn.Module):
-    """Base: frames (N, 3, S, S) uint8 <-> latents (N, C, s, s) float32, normalised per channel to std
-    `sigma_data` by statistics measured on training frames (`fit_latent_stats`).
+    """Base: frames (N, 3 M, S, S) uint8 <-> latents (N, M C, s, s) float32 for M = cfg.cameras,
+    normalised per channel to std `sigma_data` by statistics measured on training frames
+    (`fit_latent_stats`).
 
-    Subclasses define `raw_encode(frames) -> z` and `raw_decode(z) -> x in [-1, 1]`.
+    Subclasses define `raw_encode(frames) -> z` and `raw_decode(z) -> x in [-1, 1]` on one camera's
+    frames, (N, 3, P, P) <-> (N, C, s, s).
     """
 
     def __init__(self, cfg: CodecConfig, sigma_data: float, channels: int) -> None:
         super().__init__()
         self.cfg, self.sigma_data = cfg, sigma_data
-        self.latent_channels = channels
+        self.camera_channels = channels  # C, one camera's
+        self.latent_channels = channels * cfg.cameras  # M C
         self.latent_size = -(-cfg.image_size // cfg.downsample)  # s = ceil(S / f)
         self.padded_size = self.latent_size * cfg.downsample  # P
-        self.register_buffer("latent_mean", torch.zeros(channels))
-        self.register_buffer("latent_std", torch.ones(channels))
+        self.register_buffer("latent_mean", torch.zeros(self.latent_channels))
+        self.register_buffer("latent_std", torch.ones(self.latent_channels))
 
     def raw_encode(self, frames: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -54,34 +65,61 @@ class FrameCodec(nn.Module):
         raise NotImplementedError
 
     def pad(self, frames: torch.Tensor) -> torch.Tensor:
-        """(N, 3, S, S) -> (N, 3, P, P), the last row and column repeated (any dtype)."""
-        size = self.cfg.image_size
-        if frames.shape[-2:] != (size, size):
-            raise ValueError(f"the codec takes {size}x{size} frames (its image_size), got {tuple(frames.shape[-2:])}")
+        """(N, 3 M, S, S) -> (N, 3 M, P, P), the last row and column repeated (any dtype)."""
+        size, m = self.cfg.image_size, self.cfg.cameras
+        if frames.shape[-2:] != (size, size) or frames.shape[-3] != 3 * m:
+            raise ValueError(f"the codec takes {size}x{size} frames of {m} camera(s) stacked on channels, "
+                             f"(N, {3 * m}, {size}, {size}); got {tuple(frames.shape)}")
         if self.padded_size == size:
             return frames
         idx = torch.arange(self.padded_size, device=frames.device).clamp_max(size - 1)
         return frames[..., idx, :][..., idx]
 
+    def per_camera(self, frames: torch.Tensor) -> torch.Tensor:
+        """(N, 3 M, S, S) -> (N M, 3, S, S): each camera's frame its own row (codec training)."""
+        return frames.reshape(-1, 3, *frames.shape[-2:])
+
+    def _raw_encode_all(self, frames: torch.Tensor) -> torch.Tensor:
+        z = self.raw_encode(self.per_camera(self.pad(frames)))  # (N M, C, s, s)
+        return z.reshape(len(frames), self.latent_channels, *z.shape[-2:])  # (N, M C, s, s)
+
     def encode(self, frames: torch.Tensor) -> torch.Tensor:
-        z = self.raw_encode(self.pad(frames))  # (N, C, s, s)
+        z = self._raw_encode_all(frames)  # (N, M C, s, s)
         return (z - self.latent_mean[:, None, None]) / self.latent_std[:, None, None] * self.sigma_data
 
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         return to_uint8(self.decode_float(latents))
 
     def decode_float(self, latents: torch.Tensor) -> torch.Tensor:
-        """(N, C, s, s) normalised latents -> (N, 3, S, S) float in about [-1, 1]."""
+        """(N, M C, s, s) normalised latents -> (N, 3 M, S, S) float in about [-1, 1]."""
         z = latents / self.sigma_data * self.latent_std[:, None, None] + self.latent_mean[:, None, None]
-        size = self.cfg.image_size
-        return self.raw_decode(z)[..., :size, :size]  # (N, 3, P, P) cropped
+        size, s = self.cfg.image_size, z.shape[-1]
+        x = self.raw_decode(z.reshape(-1, self.camera_channels, s, s))  # (N M, 3, P, P)
+        return x.reshape(len(z), -1, *x.shape[-2:])[..., :size, :size]  # (N, 3 M, S, S) cropped
 
     @torch.no_grad()
     def fit_latent_stats(self, frames: torch.Tensor, batch: int = 256) -> None:
-        """Set the per-channel latent mean/std from frames (N, 3, S, S) uint8."""
-        zs = torch.cat([self.raw_encode(self.pad(frames[i : i + batch])) for i in range(0, len(frames), batch)])
+        """Set the per-channel latent mean/std from frames (N, 3 M, S, S) uint8."""
+        zs = torch.cat([self._raw_encode_all(frames[i : i + batch]) for i in range(0, len(frames), batch)])
         self.latent_mean.copy_(zs.mean(dim=(0, 2, 3)))
         self.latent_std.copy_(zs.std(dim=(0, 2, 3)).clamp_min(1e-3))
+
+
+def stack_cameras(pixels: Mapping[str, np.ndarray], camera: str) -> np.ndarray:
+    """A world model's cameras' frames (..., S, S, 3) each -> (..., S, S, 3 M), in `camera`'s order
+    ('front+wrist'); one camera's frames are returned as they are."""
+    names = camera_names(camera)
+    missing = [n for n in names if n not in pixels]
+    if missing:
+        raise KeyError(f"the world model's camera(s) {list(missing)} are not in the observation, which has {sorted(pixels)}")
+    if len(names) == 1:
+        return np.asarray(pixels[names[0]])
+    return np.concatenate([np.asarray(pixels[n]) for n in names], axis=-1)
+
+
+def split_cameras(frames: np.ndarray, camera: str) -> dict[str, np.ndarray]:
+    """(..., S, S, 3 M) stacked frames -> {camera name: (..., S, S, 3)}, the inverse of `stack_cameras`."""
+    return {n: frames[..., 3 * i : 3 * i + 3] for i, n in enumerate(camera_names(camera))}
 
 
 def to_unit(frames: torch.Tensor) -> torch.Tensor:
@@ -181,11 +219,12 @@ class KLCodec(_VAECodec):
 
 
 def codec_loss(codec: _VAECodec, frames: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-    """Autoencoder training loss on frames (N, 3, S, S) uint8: weighted MSE + kl_weight * KL.
+    """Autoencoder training loss on frames (N, 3 M, S, S) uint8 (each camera a sample): weighted MSE +
+    kl_weight * KL.
 
     Pixels of saturated colour (objects, goals and robots drawn as coloured blobs) weigh `1 + color_weight`.
     """
-    x = to_unit(codec.pad(frames))  # (N, 3, P, P)
+    x = to_unit(codec.per_camera(codec.pad(frames)))  # (N M, 3, P, P)
     post = codec.posterior(x)
     recon = codec.raw_decode(post.sample())
     rgb = (x + 1) / 2
@@ -199,7 +238,7 @@ def codec_loss(codec: _VAECodec, frames: torch.Tensor) -> tuple[torch.Tensor, di
 
 @torch.no_grad()
 def reconstruction_psnr(codec: FrameCodec, frames: torch.Tensor, batch: int = 256) -> float:
-    """Mean PSNR (dB, on [0, 255]) of decode(encode(frames)) against frames (N, 3, S, S) uint8."""
+    """Mean PSNR (dB, on [0, 255]) of decode(encode(frames)) against frames (N, 3 M, S, S) uint8."""
     psnrs = []
     for i in range(0, len(frames), batch):
         f = frames[i : i + batch]

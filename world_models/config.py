@@ -35,6 +35,9 @@ class CodecConfig:
     color_weight: float = 10.0
     """Extra reconstruction weight on saturated-colour pixels (objects, goals and robots are often
     small coloured blobs on a plain table; without it an MSE autoencoder blurs them away)."""
+    cameras: int = 1
+    """N: camera frames per step, stacked on the channel axis (3 N channels); each is encoded alone and
+    the latents stacked likewise (N C channels). Set from the world model's camera list by train-wm."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("patch", "autoencoder_kl", "pixel"):
@@ -50,6 +53,8 @@ class CodecConfig:
             raise ValueError(f"width must be a multiple of 16, got {self.width}")
         if self.blocks < 0:
             raise ValueError(f"blocks must be >= 0, got {self.blocks}")
+        if self.cameras < 1:
+            raise ValueError(f"cameras must be >= 1, got {self.cameras}")
         if self.kl_weight < 0 or self.color_weight < 0:
             raise ValueError(f"kl_weight and color_weight must be >= 0, got {self.kl_weight}, {self.color_weight}")
 
@@ -57,8 +62,9 @@ class CodecConfig:
 @dataclass
 class WorldModelConfig:
     camera: str = ""
-    """The camera the world model generates (observations carry it under pixels[camera]); empty: the
-    first camera of the training data."""
+    """The camera the world model generates (observations carry it under pixels[camera]), or several
+    joined by '+' ('front+wrist': each generated, and seen in the context, as the policy's cameras
+    are); empty: the first camera of the training data."""
     context: int = 4
     """K: latent frames of context the dynamics model sees."""
     chunk: int = 4
@@ -268,3 +274,11 @@ class DistillConfig:
             raise ValueError("distill.teacher must name a world-model checkpoint")
         if self.steps < 1 or self.teacher_steps < 0:
             raise ValueError(f"distill.steps must be >= 1 and teacher_steps >= 0, got {self.steps}, {self.teacher_steps}")
+
+
+def camera_names(camera: str) -> tuple[str, ...]:
+    """A world model's camera field -> its cameras in stacking order ('front+wrist' -> ('front', 'wrist'))."""
+    names = tuple(camera.split("+")) if camera else ()
+    if any(not n for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"camera must name distinct cameras joined by '+', got {camera!r}")
+    return names

@@ -20,18 +20,21 @@ from tqdm.auto import tqdm
 
 from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.types import Episode
-from wmsuite.world_models.codec import FrameCodec
+from wmsuite.world_models.codec import FrameCodec, stack_cameras
+from wmsuite.world_models.config import camera_names
 from wmsuite.world_models.model import LatentWorldModel, instruction_tokens
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
 
 def episode_frames(episodes: Sequence[Episode], camera: str) -> list[torch.Tensor]:
-    """Per episode, its camera's frames as (T+1, 3, S, S) uint8 tensors."""
+    """Per episode, its camera's frames as (T+1, 3, S, S) uint8 tensors; with several cameras
+    ('front+wrist'), stacked on channels, (T+1, 3 M, S, S) (codec.stack_cameras)."""
     out = []
     for i, ep in enumerate(episodes):
-        if camera not in ep.obs:
-            raise ValueError(f"episode {i} has no camera {camera!r}; it has {ep.cameras}")
-        out.append(torch.from_numpy(np.ascontiguousarray(ep.obs[camera].transpose(0, 3, 1, 2))))
+        missing = [c for c in camera_names(camera) if c not in ep.obs]
+        if missing:
+            raise ValueError(f"episode {i} has no camera {missing[0]!r}; it has {ep.cameras}")
+        out.append(torch.from_numpy(np.ascontiguousarray(stack_cameras(ep.obs, camera).transpose(0, 3, 1, 2))))
     return out
 
 

@@ -73,6 +73,8 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from wmsuite.rollout.engine import env_spec
+from wmsuite.world_models.codec import split_cameras, stack_cameras
+from wmsuite.world_models.config import camera_names
 from wmsuite.world_models.contexts import ContextSource, GymResetContext, Observation
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
@@ -162,18 +164,18 @@ class WorldModelEnv(gym.vector.VectorEnv):
                              "come from (training fills it in from the data)")
         self.camera, self.k = cfg.camera, cfg.context
         self.chunk = cfg.chunk  # actions per step: a real env fed the same chunks open-loop acts every `chunk`
-        size = codec.cfg.image_size
+        size, cams = codec.cfg.image_size, camera_names(cfg.camera)
         self.single_action_space = spaces.Box(action_low, action_high, (cfg.chunk, cfg.action_dim), np.float32)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.single_observation_space = spaces.Dict({
-            "pixels": spaces.Dict({self.camera: spaces.Box(0, 255, (size, size, 3), np.uint8)}),
+            "pixels": spaces.Dict({c: spaces.Box(0, 255, (size, size, 3), np.uint8) for c in cams}),
             "agent_pos": spaces.Box(-np.inf, np.inf, (cfg.state_dim,), np.float32),
             "environment_state": spaces.Box(-np.inf, np.inf, (cfg.env_state_dim,), np.float32),
         })
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         c, s = codec.latent_channels, codec.latent_size
         self.state = WorldModelState(torch.zeros(num_envs, self.k, c, s, s, device=device))  # context (n, K, C, s, s)
-        self._frames = np.zeros((num_envs, size, size, 3), np.uint8)  # current observation per sub-env
+        self._frames = np.zeros((num_envs, size, size, 3 * len(cams)), np.uint8)  # current frames per sub-env, cameras stacked
         self._agent_pos = np.zeros((num_envs, cfg.state_dim), np.float32)
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
         self._success = np.zeros(num_envs, bool)
@@ -213,7 +215,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             seq = [obs] if isinstance(obs, dict) else list(obs)
             if not seq or len(seq) > self.k:
                 raise ValueError(f"the context source returned {len(seq)} observations; need 1..{self.k}")
-            frames.append(np.stack([np.asarray(o["pixels"][self.camera]) for o in seq]))  # (K', S, S, 3)
+            frames.append(np.stack([stack_cameras(o["pixels"], self.camera) for o in seq]))  # (K', S, S, 3M)
             tasks.append(getattr(self.source, "task", ""))
             states.append(np.asarray(seq[-1]["agent_pos"], np.float32))
             env_states.append(np.asarray(seq[-1].get("environment_state", np.zeros(0)), np.float32))
@@ -263,7 +265,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,
                                                                                      dtype=torch.long))  # (n,)
             rows = torch.arange(self.num_envs, device=self.device)
-            frame = model.codec.decode(lat[rows, first])  # (n, 3, S, S) uint8
+            frame = model.codec.decode(lat[rows, first])  # (n, 3M, S, S) uint8
             reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
         self._agent_pos = heads["agent_pos"][rows, first].cpu().numpy().astype(np.float32)
@@ -327,7 +329,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         return out
 
     def _obs(self) -> Observation:
-        return {"pixels": {self.camera: self._frames.copy()}, "agent_pos": self._agent_pos.copy(),
+        return {"pixels": {c: f.copy() for c, f in split_cameras(self._frames, self.camera).items()},
+                "agent_pos": self._agent_pos.copy(),
                 "environment_state": self._env_state.copy()}
 
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int]:

@@ -52,23 +52,24 @@ class WorldModelState:
     @classmethod
     def from_frames(cls, model: LatentWorldModel, frames: torch.Tensor | np.ndarray | Sequence[np.ndarray],
                     device: str | torch.device | None = None, tasks: Sequence[str] | None = None) -> WorldModelState:
-        """Encode real frames into a state: frames (B, K', S, S, 3) uint8, oldest first, or a sequence
-        of B arrays (K'_i, S, S, 3) of different lengths 1..K. Each row repeats its oldest frame to fill
+        """Encode real frames into a state: frames (B, K', S, S, 3 M) uint8 (M cameras stacked on
+        channels, codec.stack_cameras), oldest first, or a sequence of B arrays (K'_i, S, S, 3 M) of
+        different lengths 1..K. Each row repeats its oldest frame to fill
         the model's K context frames (before encoding, so every row encodes exactly K frames). `tasks`:
         each row's task instruction, which a model trained with instructions reads (else ignored)."""
-        k, size = model.cfg.context, model.codec_cfg.image_size
+        k, size, ch = model.cfg.context, model.codec_cfg.image_size, 3 * model.codec_cfg.cameras
         device = device if device is not None else model.state_mean.device
-        rows = [f if torch.is_tensor(f) else torch.as_tensor(np.asarray(f)) for f in frames]  # each (K'_i, S, S, 3)
+        rows = [f if torch.is_tensor(f) else torch.as_tensor(np.asarray(f)) for f in frames]  # each (K'_i, S, S, 3M)
         if not rows:
             raise ValueError("from_frames needs at least one row of frames")
         for r in rows:
-            if r.ndim != 4 or not 1 <= r.shape[0] <= k or tuple(r.shape[1:]) != (size, size, 3):
-                raise ValueError(f"each row of frames must be (K', {size}, {size}, 3) with 1 <= K' <= {k} (the "
-                                 f"model's context and image size), got {tuple(r.shape)}")
-        filled = [torch.cat([r[:1].expand(k - len(r), *r.shape[1:]), r]) for r in rows]  # each (K, S, S, 3)
-        pix = torch.stack(filled).to(device)  # (B, K, S, S, 3)
+            if r.ndim != 4 or not 1 <= r.shape[0] <= k or tuple(r.shape[1:]) != (size, size, ch):
+                raise ValueError(f"each row of frames must be (K', {size}, {size}, {ch}) with 1 <= K' <= {k} (the "
+                                 f"model's context, image size and cameras), got {tuple(r.shape)}")
+        filled = [torch.cat([r[:1].expand(k - len(r), *r.shape[1:]), r]) for r in rows]  # each (K, S, S, 3M)
+        pix = torch.stack(filled).to(device)  # (B, K, S, S, 3M)
         with torch.no_grad():
-            lat = model.codec.encode(pix.flatten(0, 1).permute(0, 3, 1, 2))  # (B*K, C, s, s)
+            lat = model.codec.encode(pix.flatten(0, 1).permute(0, 3, 1, 2))  # (B*K, MC, s, s)
         words = None
         if tasks is not None and model.cfg.instruction_buckets:
             if len(tasks) != len(rows):

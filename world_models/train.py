@@ -28,7 +28,13 @@ from wmsuite.checkpoint import load_checkpoint, save_checkpoint
 from wmsuite.train import BatchSource, FitResult, Objective, Trainer, TrainerConfig
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec, codec_loss, make_codec, reconstruction_psnr
-from wmsuite.world_models.config import CodecConfig, DistillConfig, HeadsConfig, WorldModelConfig
+from wmsuite.world_models.config import (
+    CodecConfig,
+    DistillConfig,
+    HeadsConfig,
+    WorldModelConfig,
+    camera_names,
+)
 from wmsuite.world_models.data import (
     LatentWindows,
     encode_episodes,
@@ -45,7 +51,7 @@ from wmsuite.world_models.objectives import cycle_chunks, distillation_loss, dyn
 # ---------------------------------------------------------------------------------------- stage 1
 def train_codec(trainer: Trainer, frames: torch.Tensor, cfg: CodecConfig, tcfg: TrainerConfig,
                 sigma_data: float = 0.5, resume: bool = False) -> FrameCodec:
-    """Train the codec on frames (N, 3, S, S) uint8, fit its latent statistics, save `out/codec`."""
+    """Train the codec on frames (N, 3 M, S, S) uint8, fit its latent statistics, save `out/codec`."""
     torch.manual_seed(trainer.seed)
     codec = make_codec(cfg, sigma_data).to(trainer.device)
     gen = torch.Generator().manual_seed(trainer.seed)
@@ -91,8 +97,12 @@ def build_model(episodes: Sequence[Episode], cfg: WorldModelConfig, codec: Frame
         raise ValueError(f"the model config's sizes disagree with the data's (config, data): {wrong}; leave them "
                          "unset to size the model from the data")
     camera = cfg.camera or ep.cameras[0]
-    if camera not in ep.obs:
-        raise ValueError(f"--model.camera {camera!r} is not in the data; it has {ep.cameras}")
+    missing = [c for c in camera_names(camera) if c not in ep.obs]
+    if missing:
+        raise ValueError(f"--model.camera {camera!r}: {missing} not in the data, which has {ep.cameras}")
+    if codec.cfg.cameras != len(camera_names(camera)):
+        raise ValueError(f"the codec encodes {codec.cfg.cameras} camera(s) and --model.camera {camera!r} names "
+                         f"{len(camera_names(camera))}; a codec (or warm start) made for one camera set serves that set only")
     if cfg.instruction_buckets is None:  # several tasks in one file set: the model reads which one
         data["instruction_buckets"] = 256 if len({e.task for e in episodes if e.task}) > 1 else 0
     cfg = replace(cfg, camera=camera, **data)

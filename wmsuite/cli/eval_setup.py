@@ -174,6 +174,7 @@ def env_kwargs(cfg: EvalConfig, model) -> dict:
 
     import wmsuite.envs  # noqa: F401  (registers wmsuite's ids)
     from wmsuite.rollout.engine import checked_env_id
+    from wmsuite.world_models.config import camera_names
 
     size, camera = model.codec_cfg.image_size, model.cfg.camera
     if cfg.image_size and cfg.image_size != size:
@@ -189,14 +190,15 @@ def env_kwargs(cfg: EvalConfig, model) -> dict:
     try:
         space = getattr(env.observation_space, "spaces", {})
         pixels = dict(getattr(space.get("pixels"), "spaces", {}))  # camera -> Box (H, W, 3)
-        if camera not in pixels:
-            raise ValueError(f"the world model {cfg.wm} generates camera {camera!r}, which {cfg.env} does not "
-                             f"render (its cameras: {', '.join(pixels) or 'none'})")
-        shape = pixels[camera].shape  # (H, W, 3)
-        if shape[:2] != (size, size):
-            raise ValueError(f"{cfg.env} renders {shape[0]}x{shape[1]} frames on {camera!r}, and the world model "
-                             f"{cfg.wm} generates {size}x{size}: make the env render {size}x{size}, or evaluate a "
-                             "world model trained on its frames")
+        for cam in camera_names(camera):
+            if cam not in pixels:
+                raise ValueError(f"the world model {cfg.wm} generates camera {cam!r}, which {cfg.env} does not "
+                                 f"render (its cameras: {', '.join(pixels) or 'none'})")
+            shape = pixels[cam].shape  # (H, W, 3)
+            if shape[:2] != (size, size):
+                raise ValueError(f"{cfg.env} renders {shape[0]}x{shape[1]} frames on {cam!r}, and the world model "
+                                 f"{cfg.wm} generates {size}x{size}: make the env render {size}x{size}, or evaluate "
+                                 "a world model trained on its frames")
     finally:
         env.close()
     return kwargs

@@ -40,7 +40,13 @@ from wmsuite.logging import RunLogger
 from wmsuite.runs import open_run
 from wmsuite.specs import file_digest
 from wmsuite.train import Trainer, TrainerConfig
-from wmsuite.world_models.config import CodecConfig, DistillConfig, HeadsConfig, WorldModelConfig
+from wmsuite.world_models.config import (
+    CodecConfig,
+    DistillConfig,
+    HeadsConfig,
+    WorldModelConfig,
+    camera_names,
+)
 
 # WorldModelConfig fields that shape the network or its inputs: a resumed run cannot change them.
 ARCHITECTURE = ("camera", "context", "chunk", "action_dim", "state_dim", "env_state_dim", "instruction_buckets",
@@ -251,10 +257,12 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     codec_dir = Path(cfg.codec_from) if cfg.codec_from else out / "codec"
     if cfg.stage in ("all", "codec") and not cfg.codec_from and not cfg.init_from and not (cfg.resume and cfg.stage == "all"
                                                                      and is_checkpoint(codec_dir)):
-        frames = torch.cat(episode_frames(episodes, cfg.model.camera or episodes[0].cameras[0]))  # (N, 3, S, S)
+        camera = cfg.model.camera or episodes[0].cameras[0]
+        frames = torch.cat(episode_frames(episodes, camera))  # (N, 3 M, S, S)
         if frames.shape[-1] != cfg.codec.image_size:
             raise ValueError(f"the data's frames are {frames.shape[-1]} px; pass --codec.image-size {frames.shape[-1]}")
-        train_codec(trainer, frames, cfg.codec, cfg.codec_train, cfg.model.sigma_data,
+        codec_cfg = replace(cfg.codec, cameras=len(camera_names(camera)))  # one codec, each camera encoded alone
+        train_codec(trainer, frames, codec_cfg, cfg.codec_train, cfg.model.sigma_data,
                     resume=cfg.resume and is_checkpoint(trainer.state_dir("codec")))
         print(f"codec -> {out / 'codec'}")
     if cfg.stage == "codec":
@@ -269,6 +277,7 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
 
 def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = False) -> int:
     from wmsuite.world_models import load_world_model
+    from wmsuite.world_models.codec import split_cameras
     from wmsuite.world_models.train import frame_labels, train_heads
 
     latest = Path(cfg.out) / "latest"
@@ -292,7 +301,12 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = 
         probe = get_probe(cfg.env or recorded_env_id(str(data_files(cfg.data)[0]), episodes))
         if probe.object_xy_from_frames is None:
             raise ValueError(f"{probe.env_id} has no frame detector; use --heads.labels real")
-        labels = frame_labels(probe.objects_xy_from_frames, probe.detected_xy, probe.success_from_env_state)
+        camera, detect = model.cfg.camera, probe.objects_xy_from_frames
+        if probe.camera not in camera_names(camera):
+            raise ValueError(f"{probe.env_id}'s detector reads camera {probe.camera!r}, which the world model "
+                             f"({camera!r}) does not generate; use --heads.labels real")
+        labels = frame_labels(lambda frames: detect(split_cameras(frames, camera)[probe.camera]), probe.detected_xy,
+                              probe.success_from_env_state)
     began = time.time()
     logs = train_heads(trainer, model, episodes, cfg.heads_train, cfg.heads, labels, step=int(saved["step"]),
                        extra={k: saved[k] for k in ("ema_decay", *DISTILLED) if k in saved}, resume=resume)
