@@ -1,13 +1,15 @@
-"""Policy zoos of scripted experts (#28, #29): experts at graded skill and experts behind action
-noise, offsets and scaling, each run in the real simulator, written as a zoo manifest.
+"""Policy zoos with splits (#28, #29): scripted experts at graded skill, experts behind action noise,
+offsets and scaling, and shipped learned policies, each run in the real simulator, written as a zoo
+manifest.
 
     MUJOCO_GL=egl python experiments/scripts/expert_zoo.py --task pushtwocubes   # assets/zoo/pushtwocubes.json
     MUJOCO_GL=egl python experiments/scripts/expert_zoo.py --task lift           # assets/zoo/lift.json (sim extra)
+    MUJOCO_GL=egl python experiments/scripts/expert_zoo.py --task pickplace      # assets/zoo/pickplace.json
 
 Every policy acts in chunks of 4 actions (the protocol of a world model that steps 4-action chunks,
 as `wmsuite eval` runs it) for 50 episodes from its split's seed: validation policies from seed
-100,000, test policies from seed 0, as in the PushCube families zoo. Nothing here is trained; the
-learned family joins when policies are trained on the task.
+100,000, test policies from seed 0, as in the PushCube families zoo. Nothing here is trained: the
+learned family is the task's shipped policies (assets/policies), alone or behind a wrapper.
 
 The manifest is rewritten after each policy, and a rerun keeps the rows of --out whose policy,
 spec and episode count are this run's: an interrupted campaign goes on where it stopped.
@@ -27,7 +29,8 @@ CHUNK = 4
 SPLITS = {"validation": {"seed": 100000, "purpose": "choose checkpoints, recipes and judges here"},
           "test": {"seed": 0, "purpose": "report here; never tune on it"}}
 FAMILIES = {"expert": "scripted experts at graded skill (envs/experts.py)",
-            "wrapper": "experts behind action offsets, noise and scaling (policies/wrappers.py)"}
+            "wrapper": "experts behind action offsets, noise and scaling (policies/wrappers.py)",
+            "learned": "policies trained with `wmsuite train-policy` (assets/policies), some behind a wrapper"}
 
 
 def _expert(env: str, skill: float, seed: int) -> str:
@@ -40,13 +43,15 @@ def _wrap(kind: str, inner: str, **kwargs) -> str:
     return f"wmsuite.policies.wrappers:{kind}{args}"
 
 
-def _policies(env: str, skills: tuple[tuple[float, str], ...], wrappers: tuple[tuple[str, str, str, float, dict], ...]):
+def _policies(env: str, skills: tuple[tuple[float, str], ...], wrappers: tuple[tuple[str, str, str, float, dict], ...],
+              learned: tuple[tuple[str, str, str], ...] = ()):
     """(name, family, split, spec) rows: `expert@skill` per (skill, split), then each (name, split,
-    wrapper kind, inner expert skill, wrapper kwargs), the inner expert seeded by its row."""
+    wrapper kind, inner expert skill, wrapper kwargs), the inner expert seeded by its row, then each
+    learned (name, split, spec)."""
     rows = [(f"expert-skill{s:g}", "expert", split, f"expert@{s:g}") for s, split in skills]
     for i, (name, split, kind, skill, kwargs) in enumerate(wrappers):
         rows.append((name, "wrapper", split, _wrap(kind, _expert(env, skill, 11 + i), **kwargs)))
-    return rows
+    return rows + [(name, "learned", split, spec) for name, split, spec in learned]
 
 
 TASKS = {  # task -> (env id, policies)
@@ -70,6 +75,22 @@ TASKS = {  # task -> (env id, policies)
          ("expert1-offset+x0.3", "test", "ActionOffset", 1.0, {"offset": [0.3, 0, 0, 0, 0, 0, 0]}),
          ("expert1-scale0.3", "validation", "ActionScale", 1.0, {"scale": 0.3}),
          ("expert0.75-noise0.4", "test", "ActionNoise", 0.75, {"std": 0.4})))),
+    # PickPlace's actions: hand motion (3), gripper; the learned policies are the shipped state policies
+    "pickplace": ("wmsuite/PickPlace-v0", _policies(
+        "wmsuite/PickPlace-v0",
+        ((0.0, "test"), (0.25, "validation"), (0.4, "test"), (0.6, "test"), (0.75, "validation"), (0.9, "test"),
+         (1.0, "test")),
+        (("expert1-noise0.5", "validation", "ActionNoise", 1.0, {"std": 0.5}),
+         ("expert1-noise1.0", "test", "ActionNoise", 1.0, {"std": 1.0}),
+         ("expert1-offset+x0.3", "test", "ActionOffset", 1.0, {"offset": [0.3, 0.0, 0.0, 0.0]}),
+         ("expert1-scale0.3", "validation", "ActionScale", 1.0, {"scale": 0.3}),
+         ("expert0.75-noise0.4", "test", "ActionNoise", 0.75, {"std": 0.4})),
+        (("flow-state-pickplace-s500", "test", "assets:policies/flow-state-pickplace-s500"),
+         ("diffusion-state-pickplace-s6000", "validation", "assets:policies/diffusion-state-pickplace-s6000"),
+         ("flow-state-pickplace-s2000", "test", "assets:policies/flow-state-pickplace-s2000"),
+         ("flow-state-pickplace-s6000", "test", "assets:policies/flow-state-pickplace-s6000"),
+         ("flow-state-pickplace-s6000-offset0.5", "test",
+          _wrap("ActionOffset", "assets:policies/flow-state-pickplace-s6000", offset=[0.5, 0.0, 0.0, 0.0]))))),
 }
 
 

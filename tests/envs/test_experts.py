@@ -204,3 +204,15 @@ def test_poke_mode_pushes_the_cube_from_many_sides():
 def test_the_pushtwocubes_zoo_spans_success_and_reads_as_a_manifest():
     """assets/zoo/pushtwocubes.json (experiments/scripts/expert_zoo.py --task pushtwocubes)."""
     check_expert_zoo("assets:zoo/pushtwocubes.json", "wmsuite/PushTwoCubes-v0", rerun="expert-skill0.5")
+
+
+def test_the_pickplace_zoo_spans_success_and_reads_as_a_manifest():
+    """assets/zoo/pickplace.json (experiments/scripts/expert_zoo.py --task pickplace): experts, wrapped
+    experts and the shipped learned policies, with splits."""
+    check_expert_zoo("assets:zoo/pickplace.json", "wmsuite/PickPlace-v0", rerun="expert-skill0.6")
+    import json
+
+    from wmsuite.specs import resolve_asset
+
+    families = {p["family"] for p in json.loads(resolve_asset("assets:zoo/pickplace.json").read_text())["policies"]}
+    assert families == {"expert", "wrapper", "learned"}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A world model of wmsuite/PickPlace-v0 (#29): PushCube's shipped model warm-started on PickPlace
+# episodes (front camera, 64 px; the action layers, of another size, start fresh), built in pieces
+# that resume. Stages (STAGE=...; default all, in this order):
+#   data      `wmsuite collect` of the scripted expert planning chunks of 4 actions, as the learned
+#             simulator's protocol does: skill 1.0 / 0.75 / 0.5 / 0.25 / 0.0 (100 episodes each),
+#             then skill 1.0 / 0.5 with a per-episode actuator bias 0.5 (60 each), data/pickplace_train.hdf5;
+#             20 episodes per skill 1.0 / 0.5 / 0.0 from other seeds, data/pickplace_heldout.hdf5.
+#             A rerun appends only what a file lacks.
+#   dynamics  train-wm --init-from assets:wm/pushcube, lr 3e-4, one core, MINUTES (default 80) per
+#             run; a rerun goes on from the run's train state up to STEPS (default 11000)
+#   heads     the heads pass (1,500 steps, real-frame labels)
+#   export    float16 copy at $DST (default assets/wm/pickplace)
+#   fidelity  eval-wm on the held-out file (object error from the state head, PSNR by horizon)
+#   eval      the zoo's validation split (choices are made here), then its test split (reported)
+# Seeds: train 800000.., held-out 900000.. (apart from the zoo's episode seeds, 1000..).
+set -euo pipefail
+export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
+ENV=wmsuite/PickPlace-v0
+RUN=${RUN:-runs/wm-pickplace}
+DST=${DST:-assets/wm/pickplace}
+OUT=${OUT:-runs/wm-pickplace-figures}
+STAGE=${STAGE:-all}
+stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
+seed() { python -c "print($1 + int($2 * 10000))"; }
+expert() { echo "wmsuite.envs.experts:make_expert{\"env_id\": \"$ENV\", \"skill\": $1, \"seed\": $2, \"horizon\": 4, \"bias\": ${3:-0}}"; }
+collect() { wmsuite collect --env $ENV --policy "$(expert "$1" "$3" "${5:-0}")" --episodes "$2" --seed "$3" \
+    --image-size 64 --num-envs 1 --out "$4" --append; }
+mkdir -p data "$OUT"
+if stage data; then
+  for s in 1.0 0.75 0.5 0.25 0.0; do collect $s 100 "$(seed 800000 $s)" data/pickplace_train.hdf5; done
+  for s in 1.0 0.5; do collect $s 60 "$(seed 850000 $s)" data/pickplace_train.hdf5 0.5; done
+  for s in 1.0 0.5 0.0; do collect $s 20 "$(seed 900000 $s)" data/pickplace_heldout.hdf5; done
+fi
+if stage dynamics; then
+  resume=(); [ -e "$RUN/latest/config.json" ] && resume=(--resume)
+  init=(--init-from assets:wm/pushcube); [ ${#resume[@]} -gt 0 ] && init=()
+  wmsuite train-wm --data data/pickplace_train.hdf5 --out "$RUN" "${init[@]}" --model.camera front --stage dynamics \
+      --dynamics.steps "${STEPS:-11000}" --dynamics.lr 3e-4 --dynamics.save-every 500 \
+      --dynamics.max-minutes "${MINUTES:-80}" --seed 1 "${resume[@]}"
+fi
+if stage heads; then
+  wmsuite train-wm --data data/pickplace_train.hdf5 --out "$RUN" --stage heads --model.sampling-steps 3 \
+      --heads-train.steps 1500 --heads.labels real --seed 1
+fi
+if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
+if stage fidelity; then
+  wmsuite eval-wm --wm "$DST" --data data/pickplace_heldout.hdf5 --horizons 4 8 16 32 64 --out "$OUT/eval-wm"
+fi
+if stage eval; then
+  for split in validation test; do
+    wmsuite eval --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split $split --videos 0 \
+        --out "$OUT/eval-$split"
+  done
+fi
