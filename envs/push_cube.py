@@ -157,7 +157,7 @@ class PushCubeEnv(PusherEnv):
     def _env_state(self) -> np.ndarray:
         x, y = self.data.qpos[self._cube : self._cube + 2]
         quat = self.data.qpos[self._cube + 3 : self._cube + 7]
-        yaw = _yaw(quat)
+        yaw = yaw_from_quat(quat)
         goal = self.data.mocap_pos[self._goal, :2]
         return np.array([x, y, np.cos(4 * yaw), np.sin(4 * yaw), *goal])
 
@@ -206,7 +206,7 @@ def random_goal(rng: np.random.Generator, cube_xy: np.ndarray) -> np.ndarray:
     return sample_away(rng, 0.2, np.asarray(cube_xy), 0.12)
 
 
-def _yaw(quat: np.ndarray) -> float:
+def yaw_from_quat(quat: np.ndarray) -> float:
     """Rotation about world z of a (w, x, y, z) quaternion."""
     mat = np.empty(9)
     mujoco.mju_quat2Mat(mat, quat)

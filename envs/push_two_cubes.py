@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from wmsuite.envs.base import detect_blob_xy, green_mask, red_mask, sample_away
-from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv, _yaw
+from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv, yaw_from_quat
 
 MAX_EPISODE_STEPS = 200
 CUBES = ("red", "green")
@@ -106,7 +106,7 @@ class PushTwoCubesEnv(PusherEnv):
         out = []
         for index in self._cubes:
             x, y = self.data.qpos[index : index + 2]
-            yaw = _yaw(self.data.qpos[index + 3 : index + 7])
+            yaw = yaw_from_quat(self.data.qpos[index + 3 : index + 7])
             out += [x, y, np.cos(4 * yaw), np.sin(4 * yaw)]
         for mocap in self._goals:
             out += list(self.data.mocap_pos[mocap, :2])

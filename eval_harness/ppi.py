@@ -163,7 +163,12 @@ def coverage_study(pairs: dict[str, tuple[np.ndarray, np.ndarray]], n: int, resa
             rh.append(base.low <= truth <= base.high)
             w.append(est.width)
             rw.append(base.width)
+        both_vary = real.std() > 0 and wm.std() > 0
+        rho = float(np.corrcoef(real, wm)[0, 1]) if both_vary else 0.0
         rows.append({"name": name, "real_success": truth, "ppi_coverage": float(np.mean(h)),
+                     # per-episode agreement of the two simulators, and the width ratio it allows at best:
+                     # sqrt(1 - rho^2), the best lam's with unlimited imagined episodes (large n)
+                     "pair_correlation": rho, "width_ratio_bound": float(np.sqrt(1.0 - rho * rho)),
                      "real_only_coverage": float(np.mean(rh)), "ppi_width_median": float(np.median(w)),
                      "real_only_width_median": float(np.median(rw))})
         hit += h
@@ -171,6 +176,7 @@ def coverage_study(pairs: dict[str, tuple[np.ndarray, np.ndarray]], n: int, resa
         ratio += list(np.asarray(w) / np.maximum(np.asarray(rw), 1e-12))
     return {"n_real": n, "resamples": resamples, "pseudo": pseudo, "ppi_coverage": float(np.mean(hit)),
             "real_only_coverage": float(np.mean(real_hit)), "width_ratio_median": float(np.median(ratio)),
+            "width_ratio_bound_median": float(np.median([r["width_ratio_bound"] for r in rows])),
             "ppi_width_median": float(np.median([r["ppi_width_median"] for r in rows])),
             "real_only_width_median": float(np.median([r["real_only_width_median"] for r in rows])),
             "policies": rows}

@@ -72,3 +72,22 @@ def test_coverage_study_on_a_biased_simulator():
                for i, v in enumerate(vals)] + [{"policy": "a", "sim": "real", "episode": 2, "success": 1}]
     real, wm = paired_outcomes(records)["a"]
     assert real.tolist() == [1, 0] and wm.tolist() == [0, 0]  # episode 2 ran in one simulator only
+
+
+def test_width_ratio_bound_follows_the_per_episode_agreement():
+    """sqrt(1 - rho^2): 0 for a simulator that agrees on every episode, ~1 for one that agrees by chance,
+    and the measured width ratio is not below it (beyond resampling noise)."""
+    rng = np.random.default_rng(2)
+    real = (rng.random(300) < 0.5).astype(float)
+    chance = (rng.random(300) < 0.5).astype(float)
+    noisy = np.where(rng.random(300) < 0.85, real, 1 - real)  # agrees on 85% of episodes
+    out = coverage_study({"same": (real, real.copy()), "chance": (real, chance), "noisy": (real, noisy)},
+                         n=20, resamples=300, seed=0)
+    rows = {r["name"]: r for r in out["policies"]}
+    assert rows["same"]["width_ratio_bound"] == pytest.approx(0.0, abs=1e-6)
+    assert rows["chance"]["width_ratio_bound"] > 0.99
+    rho = np.corrcoef(real, noisy)[0, 1]
+    assert rows["noisy"]["pair_correlation"] == pytest.approx(rho)
+    assert rows["noisy"]["width_ratio_bound"] == pytest.approx(np.sqrt(1 - rho**2))
+    ratio = rows["noisy"]["ppi_width_median"] / rows["noisy"]["real_only_width_median"]
+    assert ratio > rows["noisy"]["width_ratio_bound"] - 0.05
