@@ -1,6 +1,7 @@
 """`wmsuite collect`: record episodes of a policy in an environment to robomimic-format HDF5.
 
     wmsuite collect --env wmsuite/PushCube-v0 --policy expert --skill 0.9 --episodes 200 --out data/pushcube.hdf5
+    wmsuite collect --policy runs/bc/latest --intervene expert@1 --episodes 100 --out data/bc_rounds.hdf5
 
 Episodes are streamed to `<out>.parts/` as they finish; rerunning the same command after an
 interruption records only the missing episodes, then merges everything into `--out`. Each episode's
@@ -8,6 +9,11 @@ randomness (its env seed and the policy's draws) comes from (seed, episode index
 resumed file holds exactly the episodes an uninterrupted run writes. `<out>.parts/run.json` records
 what the collection is (env, policy and its checkpoint's content hash, skill, seed, counts); a
 rerun with other settings is refused rather than mixed in (--force-new moves the old shards aside).
+
+On-policy collection with interventions (`--intervene SPEC`): an expert watches the policy, takes
+over where the two disagree by more than `--intervene-threshold` and hands back after
+`--intervene-steps` actions (wmsuite/rollout/intervene.py); each episode's `intervention` mask marks
+the expert's actions, and its success label is the episode's own.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 from wmsuite.cli.common import check_env_id, resolve_policy, seed_everything
 from wmsuite.data import count_episodes
 from wmsuite.data.stream import EpisodeStream, merged_indices
-from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+from wmsuite.rollout import Intervention, RolloutConfig, make_vector_env, rollout
 from wmsuite.runs import ensure_writable, open_run
 from wmsuite.specs import check_trust, spec_fingerprint, trust_code
 
@@ -56,6 +62,14 @@ class CollectConfig:
     (they are moved aside, not deleted) instead of refusing."""
     trust_code: bool = False
     """Let specs nested in --policy (a wrapper's `inner`) name `module:attr` code (wmsuite/specs.py)."""
+    intervene: str = ""
+    """An expert that takes over where the policy drifts, in --policy's forms ('expert@1': the env's
+    scripted expert at skill 1); empty: no interventions."""
+    intervene_threshold: float = 0.5
+    """Mean absolute difference between the policy's and the expert's chunk (actions in [-1, 1]) above
+    which the expert takes over."""
+    intervene_steps: int = 8
+    """Actions the expert keeps control for once it takes over (rounded up to whole chunks)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -66,6 +80,9 @@ class CollectConfig:
             raise ValueError(f"skill must be in [0, 1], got {self.skill}")
         if self.image_size < 8:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        if not self.intervene_threshold >= 0 or self.intervene_steps < 1:
+            raise ValueError(f"need intervene_threshold >= 0 and intervene_steps >= 1, got "
+                             f"{self.intervene_threshold}, {self.intervene_steps}")
 
 
 CONFIG = CollectConfig
@@ -85,6 +102,10 @@ def run(cfg: CollectConfig) -> int:
         check_trust(cfg.policy, trusted=True)
     identity = {"env": cfg.env, "policy": policy_id, "policy_files": {} if expert else spec_fingerprint(cfg.policy),
                 "seed": cfg.seed, "episodes": cfg.episodes, "image_size": cfg.image_size, "append": cfg.append}
+    if cfg.intervene:
+        check_trust(cfg.intervene, trusted=True)
+        identity["intervene"] = {"expert": cfg.intervene, "files": spec_fingerprint(cfg.intervene),
+                                 "threshold": cfg.intervene_threshold, "steps": cfg.intervene_steps}
     # a finished collection rerun (a kill as it exited): its episodes, with its id, are the file's last
     done_start = existing - cfg.episodes if cfg.append else 0
     if existing and not parts.exists() and done_start >= 0 and \
@@ -100,19 +121,25 @@ def run(cfg: CollectConfig) -> int:
     seed_everything(cfg.seed)
     policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device,
                             trust_code=cfg.trust_code)
+    guard = None
+    if cfg.intervene:  # the expert plans chunks as long as the policy's
+        expert = resolve_policy(cfg.intervene, env_id=cfg.env, seed=cfg.seed, device=cfg.device,
+                                horizon=int(getattr(policy, "n_action_steps", 1) or 1), trust_code=cfg.trust_code)
+        guard = Intervention(expert, cfg.intervene_threshold, cfg.intervene_steps)
     env_args = {"env_name": cfg.env, "type": "wmsuite", "env_kwargs": {"image_size": cfg.image_size}}
     rcfg = RolloutConfig(episodes=cfg.episodes, seed=cfg.seed + start, policy_id=policy_id, env_id=cfg.env,
                          episode_rng=True)
     stream = EpisodeStream(out, env_args, run_id=run_id)
     done = stream.done_indices() | stream.merged_indices()
-    began, successes, steps = time.perf_counter(), 0, 0
+    began, successes, steps, intervened = time.perf_counter(), 0, 0, 0
     if len(done) < cfg.episodes:
         env = make_vector_env(cfg.env, cfg.num_envs, env_kwargs={"image_size": cfg.image_size})
         try:
-            for ep in rollout(policy, env, rcfg, skip=done):
+            for ep in rollout(policy, env, rcfg, skip=done, intervene=guard):
                 stream.add(ep)
                 successes += ep.success
                 steps += ep.length
+                intervened += int(ep.intervention.sum())
         finally:
             env.close()
     merged = stream.merge()
@@ -120,7 +147,7 @@ def run(cfg: CollectConfig) -> int:
     new = cfg.episodes - len(done)
     print(f"recorded {new} episodes ({steps} steps) in {wall:.1f}s: success {successes}/{max(new, 1)}, "
           f"{new / max(wall, 1e-9) * 60:.1f} episodes/min; merged {merged}; {out} now holds "
-          f"{count_episodes(out)} episodes")
+          f"{count_episodes(out)} episodes" + (f"; the expert took {intervened} of the {steps} actions" if guard else ""))
     return 0
 
 

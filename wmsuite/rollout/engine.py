@@ -19,6 +19,9 @@
   scripted experts and wrappers around them do); others are called on the full batch, so row i is
   sub-environment i, and plan (and remember) chunks for rows that throw them away when the sub-envs
   are out of step. Stateless policies are called only on the rows that need a chunk.
+- `rollout(..., intervene=Intervention(expert, threshold, steps))` lets an expert take over where the
+  policy drifts and hand back after its steps (intervene.py); each episode's `intervention` mask
+  marks the expert's actions.
 - `episode_rng=True` makes every episode's actions a function of its seed alone, whichever episodes
   share its batch: stateless policies are then queried one row at a time with Python's, numpy's and
   torch's global RNGs seeded from (seed, episode index, query number), and a stateful policy whose
@@ -43,6 +46,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from wmsuite.policy import as_numpy_chunk
+from wmsuite.rollout.intervene import Intervention
 from wmsuite.types import Episode
 
 
@@ -133,9 +137,12 @@ class _EnvFactory:
 
 
 def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
-            skip: Iterable[int] = (), on_step: Callable[[dict[str, Any]], None] | None = None) -> Iterator[Episode]:
+            skip: Iterable[int] = (), on_step: Callable[[dict[str, Any]], None] | None = None,
+            intervene: Intervention | None = None) -> Iterator[Episode]:
     """Yield finished episodes (in finishing order) until every index in range(cfg.episodes) not in
-    `skip` is done. `on_step` receives each step's batched `info` (trust signals, logging)."""
+    `skip` is done. `on_step` receives each step's batched `info` (trust signals, logging).
+    `intervene`: an expert that takes over where the policy drifts (intervene.py); the actions it
+    executes are True in each episode's `intervention` mask."""
     todo = deque(i for i in range(cfg.episodes) if i not in set(skip))
     if not todo:
         return
@@ -147,10 +154,12 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     takes_index = stateful and cfg.episode_rng and "episodes" in inspect.signature(policy.reset_envs).parameters
     steps_per_chunk = cfg.n_action_steps or getattr(policy, "n_action_steps", None)
     policy.reset()
+    if intervene is not None:
+        intervene.reset(n)
 
     slot_episode = np.full(n, -1)  # episode index each sub-env is running, -1 when idle
     records: list[_Recorder | None] = [None] * n
-    queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
+    queues: list[deque[tuple[np.ndarray, bool]]] = [deque() for _ in range(n)]  # (action, intervened)
     queries = np.zeros(n, int)  # policy queries of each sub-env's current episode (episode_rng)
     bar = tqdm(total=len(todo), desc=f"rollout {cfg.policy_id or type(policy).__name__}",
                disable=not cfg.progress, unit="ep")
@@ -173,6 +182,9 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
                 policy.reset_envs(rows, episodes=[int(slot_episode[i]) for i in rows])
             else:
                 policy.reset_envs(rows)
+        if intervene is not None and working.any():
+            rows = np.flatnonzero(working)
+            intervene.reset_envs(rows, episodes=[int(slot_episode[i]) for i in rows] if cfg.episode_rng else None)
         if mask.all():
             obs, info = env.reset(seed=seeds)
         else:
@@ -186,8 +198,8 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     try:
         while (slot_episode >= 0).any():
             active = slot_episode >= 0
-            action = _next_actions(policy, obs, queues, active, memory, chunk_env, steps_per_chunk, cfg, env,
-                                   slot_episode, queries)
+            action, intervened = _next_actions(policy, obs, queues, active, memory, chunk_env, steps_per_chunk,
+                                               cfg, env, slot_episode, queries, intervene)
             obs, reward, terminated, truncated, info = env.step(action)
             if on_step is not None:
                 on_step(info)
@@ -195,7 +207,7 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
             for i in np.flatnonzero(active):
                 rec = records[i]
                 assert rec is not None
-                rec.add(action[i], float(reward[i]), _row(obs, i), _info_row(info, i))
+                rec.add(action[i], float(reward[i]), _row(obs, i), _info_row(info, i), intervened[i])
             for i in np.flatnonzero(done):
                 rec = records[i]
                 assert rec is not None
@@ -214,14 +226,19 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
 
 def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarray]], active: np.ndarray,
                   memory: str, chunk_env: bool, steps: int | None, cfg: RolloutConfig,
-                  env: gym.vector.VectorEnv, slot_episode: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """(n, A) actions, or (n, H, A) chunks for a chunk env; idle rows get zeros."""
+                  env: gym.vector.VectorEnv, slot_episode: np.ndarray, queries: np.ndarray,
+                  intervene: Intervention | None) -> tuple[np.ndarray, np.ndarray]:
+    """(n, A) actions, or (n, H, A) chunks for a chunk env, idle rows zeros; and whether the
+    intervening expert chose them, (n,) or (n, H)."""
     n, act_every = len(queues), cfg.act_every
     space = env.single_action_space
     if chunk_env:  # the env consumes the whole chunk at once
         out = _query(policy, obs, n, space.shape[0], space.shape[-1])  # (n, H, A)
+        took = np.zeros(n, bool)
+        if intervene is not None:
+            out, took = intervene(obs, np.arange(n), out)
         out[~active] = 0.0
-        return np.clip(out, space.low, space.high).astype(space.dtype)
+        return np.clip(out, space.low, space.high).astype(space.dtype), np.repeat((took & active)[:, None], out.shape[1], 1)
     need = np.array([active[i] and not queues[i] for i in range(n)])
     if need.any():
         rows = np.arange(n) if memory == "batch" else np.flatnonzero(need)
@@ -236,13 +253,17 @@ def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarra
             chunk = _query(policy, _index(obs, rows), len(rows), act_every, space.shape[-1], **kwargs)  # (len(rows), H, A)
         queries[need] += 1
         take = chunk.shape[1] if steps is None or act_every else min(steps, chunk.shape[1])
+        chunk, took = chunk[:, :take], np.zeros(len(rows), bool)
+        if intervene is not None:
+            keep = need[rows]  # rows asked only to keep a stateful policy's batch whole are not judged
+            chunk[keep], took[keep] = intervene(_index(obs, rows[keep]), rows[keep], chunk[keep])
         for r, i in enumerate(rows):
             if need[i]:
-                queues[i].extend(chunk[r, :take])
-    out = np.zeros((n, *space.shape), dtype=space.dtype)
+                queues[i].extend((a, bool(took[r])) for a in chunk[r])
+    out, flags = np.zeros((n, *space.shape), dtype=space.dtype), np.zeros(n, bool)
     for i in np.flatnonzero(active):
-        out[i] = queues[i].popleft()
-    return out
+        out[i], flags[i] = queues[i].popleft()
+    return out, flags
 
 
 def _seed_globals(seed: int, episode: int, query: int) -> None:
@@ -313,13 +334,15 @@ class _Recorder:
         self.state = [_flat(obs, "agent_pos")]
         self.env_state = [_flat(obs, "environment_state")]
         self.actions: list[np.ndarray] = []
+        self.intervened: list[np.ndarray] = []  # per step, (1,) or (H,) for a chunk env
         self.rewards: list[float] = []
         self.success = bool(info.get("is_success", False))
         self.task = str(info.get("task", ""))
         self.sim = [info["sim_state"]] if "sim_state" in info else None
         self.signals: dict[str, list[dict[str, float]]] = {k: [] for k in SIGNALS}  # per step
 
-    def add(self, action: np.ndarray, reward: float, obs: dict[str, Any], info: dict[str, Any]) -> None:
+    def add(self, action: np.ndarray, reward: float, obs: dict[str, Any], info: dict[str, Any],
+            intervened: bool | np.ndarray = False) -> None:
         if self.frames:
             for c, f in obs.get("pixels", {}).items():
                 self.pixels[c].append(f)
@@ -327,6 +350,7 @@ class _Recorder:
         self.env_state.append(_flat(obs, "environment_state"))
         action = np.asarray(action, np.float32)
         self.actions.append(action.reshape(-1, action.shape[-1]) if action.ndim == 2 else action[None])
+        self.intervened.append(np.asarray(intervened, bool).reshape(-1))
         self.rewards.append(reward)
         self.success = bool(info.get("is_success", False))
         if self.sim is not None and "sim_state" in info:
@@ -353,7 +377,8 @@ class _Recorder:
         sim = np.stack(self.sim)[idx] if self.sim is not None and len(self.sim) == steps + 1 else None
         return Episode(obs=obs, state=np.stack(self.state)[idx], env_state=np.stack(self.env_state)[idx],
                        actions=actions, rewards=rewards, success=self.success, terminated=terminated,
-                       truncated=truncated, sim_states=sim, task=self.task, meta=meta)
+                       truncated=truncated, intervention=np.concatenate(self.intervened), sim_states=sim,
+                       task=self.task, meta=meta)
 
 
 SIGNALS = ("trust", "judge")
