@@ -50,8 +50,19 @@ class PolicyConfig:
     default). With our small MLP head, sample prediction learned PushCube far better (experiments/policies_journal.md);
     old checkpoints that lack this field load as epsilon."""
 
+    failure_head: bool = False
+    """A second action head on the same encoder, trained on chunks of failed rollouts, that sampling
+    steers away from (failure guidance, policies/guidance.py)."""
+    guidance_scale: float = 1.0
+    """Largest guidance strength of the failure head (lambda_k = scale * (1 - cos) / 2 per step; 0: off)."""
+    critics: bool = False
+    """HABC's viability and efficiency critics on the encoder's features (policies/weighting.py),
+    trained beside the action head and saved with the policy."""
+
     def __post_init__(self) -> None:
         self.cameras = None if self.cameras is None else tuple(self.cameras)
+        if not self.guidance_scale >= 0:
+            raise ValueError(f"guidance_scale must be >= 0, got {self.guidance_scale!r}")
         self.channels = tuple(self.channels)
         if self.kind not in ("flow", "diffusion"):
             raise ValueError(f"kind must be 'flow' or 'diffusion', got {self.kind!r}")
@@ -81,3 +92,7 @@ class PolicyConfig:
 POLICY_TRAINER = TrainerConfig(steps=3000, batch_size=64, lr=3e-4, warmup=100, ema_decay=0.995, save_every=500,
                                log_every=50)
 """The trainer settings policies are trained with by default (train-policy, the zoo)."""
+
+METHODS = ("bc", "afil", "habc", "both")
+"""Ways to learn from a policy's own rollouts (policies/improve.py); `bc` is the control the others are
+measured against."""

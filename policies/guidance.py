@@ -21,9 +21,13 @@ guidance itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import torch
 
-from wmsuite.policies.model import ActionHead, Guide
+if TYPE_CHECKING:
+    from wmsuite.policies.model import ActionHead
 
 
 def guidance_strength(pred: torch.Tensor, pred_fail: torch.Tensor, scale: float) -> torch.Tensor:
@@ -38,7 +42,8 @@ def guided(pred: torch.Tensor, pred_fail: torch.Tensor, scale: float) -> torch.T
     return pred + lam * (pred - pred_fail)
 
 
-def failure_guide(fail_head: ActionHead, cond: torch.Tensor, scale: float) -> Guide:
+def failure_guide(fail_head: ActionHead, cond: torch.Tensor,
+                  scale: float) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """The `guide` for ActionHead.sample: each step's prediction pushed away from `fail_head`'s on the
     same noisy chunk, time and conditioning (B, C)."""
     if scale < 0:

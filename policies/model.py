@@ -37,7 +37,9 @@ from diffusers import DDIMScheduler, DDPMScheduler
 from torch import nn
 
 from wmsuite.policies.config import PolicyConfig
+from wmsuite.policies.guidance import failure_guide
 from wmsuite.policies.normalize import Normalizer
+from wmsuite.policies.weighting import Critics
 from wmsuite.policy import ChunkQueue
 
 Guide = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -210,6 +212,9 @@ class ChunkPolicy(nn.Module):
         low_dim = self.dims["agent_pos"] + (self.dims["environment_state"] if cfg.use_env_state else 0)
         self.encoder = ObsEncoder(cfg, low_dim)
         self.head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim)
+        # failure guidance and HABC's critics share the encoder (policies/guidance.py, weighting.py)
+        self.fail_head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim) if cfg.failure_head else None
+        self.critics = Critics(self.encoder.out_dim) if cfg.critics else None
         self.n_action_steps = cfg.n_action_steps
         self._queue = ChunkQueue(cfg.n_action_steps)
 
@@ -227,7 +232,8 @@ class ChunkPolicy(nn.Module):
                              guide: Guide | None = None) -> torch.Tensor:
         """obs (batched env observations, numpy or torch) -> (B, H, A) env actions (float32 tensor).
 
-        `noise` (B, H, A) fixes the generator's starting point (same noise -> same chunk)."""
+        `noise` (B, H, A) fixes the generator's starting point (same noise -> same chunk). A policy
+        with a failure head steers each step away from it (guidance_scale) unless `guide` is given."""
         was_training = self.training
         self.eval()
         try:
@@ -238,6 +244,8 @@ class ChunkPolicy(nn.Module):
                 noise = torch.randn(shape, generator=generator, device=cond.device)
             elif tuple(noise.shape) != shape:
                 raise ValueError(f"noise must have shape {shape}, got {tuple(noise.shape)}")
+            if guide is None and self.fail_head is not None and self.cfg.guidance_scale > 0:
+                guide = failure_guide(self.fail_head, cond, self.cfg.guidance_scale)
             unit = self.head.sample(cond, noise.to(cond), num_inference_steps, guide)  # (B, H, A)
             return self.normalizer.action_from_unit(unit.clamp(-1.0, 1.0))
         finally:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch import nn
 
 DEMO, INTERVENTION, AUTONOMOUS = 0, 1, 2
 """Sources of an action (`credit`)."""
@@ -87,3 +88,20 @@ def transition_weights(source: torch.Tensor, outcome: torch.Tensor, g: torch.Ten
     w = torch.where(autonomous, torch.where(outcome > 0.5, g, torch.zeros_like(g)), torch.ones_like(g))
     positive = w[w > 0]
     return w / positive.mean() if len(positive) else w
+
+
+class Critics(nn.Module):
+    """HABC's two critics on observation features (B, C): viability logits and efficiency values <= 0."""
+
+    def __init__(self, cond_dim: int, hidden: int = 128) -> None:
+        super().__init__()
+
+        def mlp() -> nn.Sequential:
+            return nn.Sequential(nn.Linear(cond_dim, hidden), nn.Mish(), nn.Linear(hidden, hidden), nn.Mish(),
+                                 nn.Linear(hidden, 1))
+
+        self.viability, self.efficiency = mlp(), mlp()
+
+    def forward(self, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, C) -> (viability logit (B,), efficiency (B,) in (-inf, 0])."""
+        return self.viability(cond).squeeze(-1), -nn.functional.softplus(self.efficiency(cond).squeeze(-1))

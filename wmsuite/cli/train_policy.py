@@ -3,12 +3,18 @@
     wmsuite train-policy --data data/pushcube.hdf5 --out runs/flow-pushcube
     wmsuite train-policy --data data/pushcube.hdf5 --out runs/diff --policy.kind diffusion \
         --policy.horizon 8 --policy.n-action-steps 4 --train.steps 6000
+    wmsuite train-policy --data data/pushcube.hdf5 --rollouts data/round1.hdf5 --method habc \
+        --init runs/bc --out runs/habc-1
 
 `--policy.*` is every field of the library's PolicyConfig, `--train.*` the trainer's settings. The
 run directory works wherever a policy checkpoint is accepted (it resolves to out/latest/); see
 wmsuite/policies/train.py for the rest of its layout. out/run.json records the data's content hash,
 the seed and the configs; --resume goes on only with the same ones (the step budget and time limit
 may grow), and a killed run resumed this way ends with the weights an uninterrupted one has.
+
+With `--rollouts` (the policy's own episodes, `wmsuite collect --policy P [--intervene expert@1]`)
+and `--method bc|afil|habc|both` the policy learns from its successes and failures too
+(wmsuite/policies/improve.py); `--init` starts from a trained policy's weights and statistics.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ from wmsuite.cli.common import seed_everything
 from wmsuite.config import to_dict
 from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
-from wmsuite.policies.config import POLICY_TRAINER, PolicyConfig
+from wmsuite.policies.config import METHODS, POLICY_TRAINER, PolicyConfig
 from wmsuite.runs import open_run
-from wmsuite.specs import file_digest
+from wmsuite.specs import file_digest, spec_fingerprint
 from wmsuite.train import TrainerConfig
 
 # Trainer fields a resumed run may change: how long it runs and how often it reports.
@@ -57,6 +63,18 @@ class TrainPolicyConfig:
     """Skip episodes with non-finite or malformed values (counted) instead of refusing the data."""
     wandb: bool = False
     """Also log to wandb (offline unless configured)."""
+    rollouts: tuple[str, ...] = ()
+    """Episode files of the policy's own rollouts, failures included, with their intervention masks
+    (`wmsuite collect --intervene`); they are learned from by --method."""
+    method: str = "bc"
+    """With --rollouts: 'bc' (demonstrations, interventions and successes, weight 1: the control),
+    'afil' (plus a failure head that sampling steers away from), 'habc' (advantage-weighted by two
+    critics and a gate) or 'both' (wmsuite/policies/improve.py)."""
+    init: str = ""
+    """A trained policy (checkpoint, run directory or assets: spec) to start from: its weights,
+    statistics and --policy settings; heads the method adds start fresh."""
+    critic_warmup: int = 200
+    """HABC: steps the critics learn before their weights act (bc's weights until then)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """The policy (the library's PolicyConfig)."""
     train: TrainerConfig = field(default_factory=lambda: replace(POLICY_TRAINER))
@@ -67,6 +85,10 @@ class TrainPolicyConfig:
             raise ValueError(f"max_episodes must be >= 1 or None, got {self.max_episodes}")
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.critic_warmup < 0:
+            raise ValueError(f"critic_warmup must be >= 0, got {self.critic_warmup}")
 
 
 CONFIG = TrainPolicyConfig
@@ -78,11 +100,20 @@ def run(cfg: TrainPolicyConfig) -> int:
 
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
-    if not Path(cfg.data).exists():
-        raise FileNotFoundError(f"--data {cfg.data} does not exist; record episodes with `wmsuite collect`")
+    for path in (cfg.data, *cfg.rollouts):
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{path} does not exist; record episodes with `wmsuite collect`")
+    init = None
+    if cfg.init:
+        from wmsuite.policies import load_policy
+
+        init = load_policy(cfg.init, device=cfg.device)
     identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "max_episodes": cfg.max_episodes,
                 "only_successes": cfg.only_successes, "drop_bad": cfg.drop_bad, "policy": to_dict(cfg.policy),
                 "train": {k: v for k, v in to_dict(cfg.train).items() if k not in RESUMABLE}}
+    if cfg.rollouts or init is not None:
+        identity.update(rollouts=[file_digest(p) for p in cfg.rollouts], method=cfg.method, critic_warmup=cfg.critic_warmup,
+                        init=spec_fingerprint(cfg.init) if init is not None else {})
     record = open_run(cfg.out, "train-policy", identity, force_new=cfg.force_new, adopt=cfg.resume)
     state = Path(cfg.out) / "train_state" / "policy"
     if record["resumed"] and is_checkpoint(state) and not cfg.resume:
@@ -97,12 +128,23 @@ def run(cfg: TrainPolicyConfig) -> int:
         episodes = episodes[: cfg.max_episodes]
     if not episodes:
         raise ValueError(f"{cfg.data}: no episodes left to train on ({total} read, only_successes={cfg.only_successes})")
+    rollouts = [ep for path in cfg.rollouts for ep in load_episodes(path, drop_bad=cfg.drop_bad)]
     print(f"training {cfg.policy.kind} on {len(episodes)} of {total} episodes "
-          f"({sum(ep.length for ep in episodes)} steps) read in {time.perf_counter() - t0:.1f}s")
+          f"({sum(ep.length for ep in episodes)} steps) read in {time.perf_counter() - t0:.1f}s"
+          + (f", and {len(rollouts)} rollouts ({sum(ep.success for ep in rollouts)} successes, "
+             f"{sum(int(ep.intervention.sum()) for ep in rollouts)} expert actions) by {cfg.method}"
+             if cfg.rollouts or init is not None else ""))
     log = RunLogger(cfg.out, config={**to_dict(cfg), "train_episodes": len(episodes)}, use_wandb=cfg.wandb)
     try:
         trainer = Trainer(cfg.out, device=cfg.device, seed=cfg.seed, logger=log)
-        result = train_policy(trainer, episodes, cfg.policy, cfg.train, resume=cfg.resume and is_checkpoint(state))
+        resume = cfg.resume and is_checkpoint(state)
+        if cfg.rollouts or init is not None:
+            from wmsuite.policies.improve import train_improved
+
+            result = train_improved(trainer, episodes, rollouts, cfg.policy, cfg.train, cfg.method, init,
+                                    cfg.critic_warmup, resume=resume)
+        else:
+            result = train_policy(trainer, episodes, cfg.policy, cfg.train, resume=resume)
     finally:
         log.close()
     print(f"trained to step {result.steps} in {result.seconds:.1f}s (loss {result.logs.get('loss', float('nan')):.4f}); "

@@ -1,0 +1,170 @@
+"""Training a policy on demonstrations and its own rollouts (#30): filtered BC, failure guidance
+(AFIL), hierarchical advantage weighting (HABC), or both.
+
+    rollouts = load_episodes("data/round1.hdf5")   # `wmsuite collect --policy P [--intervene expert@1]`
+    train_improved(trainer, demos, rollouts, cfg, POLICY_TRAINER, method="habc", init=bc_policy)
+
+Every window (one observation, the chunk from it, the observation `n_action_steps` later) carries its
+first action's source and credited outcome (weighting.credit: a demonstration's own outcome; for a
+rollout, the outcome of the autonomous stretch it belongs to, a stretch the expert cut short being a
+failure). What each method trains:
+
+- `bc` (the control): the action head on demonstrations, interventions and successful autonomous
+  windows, weight 1 each; failed ones are dropped (filtered BC).
+- `afil`: that, and the failure head (PolicyConfig.failure_head) on the failed windows (failed
+  autonomous stretches and failed demonstrations), on the shared encoder; sampling is guided away
+  from it (guidance.py).
+- `habc`: the action head with HABC's transition weights (weighting.py). The critics learn beside it
+  on detached features: viability by BCE on autonomous windows, efficiency by Huber on successful
+  ones against -n / T + V_e(s'), T the longest episode in the data. Until `critic_warmup` steps the weights
+  are bc's, so that the gate does not act on critics that know nothing yet.
+- `both`: habc's weights and afil's failure head.
+
+`init` (a trained BC policy) gives every weight it has; the failure head and critics start fresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, RandomSampler
+
+from wmsuite.data.windows import WindowConfig, WindowDataset
+from wmsuite.policies import ChunkPolicy, save_policy
+from wmsuite.policies.config import METHODS, PolicyConfig
+from wmsuite.policies.train import build_policy
+from wmsuite.policies.weighting import (
+    AUTONOMOUS,
+    DEMO,
+    advantages,
+    credit,
+    efficiency_targets,
+    gate,
+    transition_weights,
+)
+from wmsuite.train import FitResult, Objective, Trainer, TrainerConfig
+from wmsuite.types import Episode
+
+
+class LabelledWindows(Dataset):
+    """WindowDataset items (context 1, chunk H, future n) of demonstrations then rollouts, with
+    source (), outcome () (NaN where the expert acted), steps () to the next state and
+    success_end () (the next state is a successful episode's end)."""
+
+    def __init__(self, demos: Sequence[Episode], rollouts: Sequence[Episode], horizon: int, n_steps: int,
+                 cameras: Sequence[str]) -> None:
+        self.episodes = list(demos) + list(rollouts)
+        self.windows = WindowDataset(self.episodes, WindowConfig(context=1, chunk=horizon, future=n_steps),
+                                     cameras=cameras)
+        self.labels = [credit(ep.success, ep.intervention, demonstration=i < len(demos))
+                       for i, ep in enumerate(self.episodes)]
+        self.n_steps = n_steps
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        item = self.windows[i]
+        e, t = int(item["episode_index"]), int(item["t"])
+        ep, (source, outcome) = self.episodes[e], self.labels[e]
+        steps = min(self.n_steps, ep.length - t)
+        return {**item, "source": torch.tensor(int(source[t])), "outcome": torch.tensor(float(outcome[t])),
+                "steps": torch.tensor(steps), "success_end": torch.tensor(bool(ep.success and t + steps >= ep.length))}
+
+
+def _obs(policy: ChunkPolicy, batch: dict[str, Any], part: str) -> dict[str, Any]:
+    """The batch's last `part` ('context' or 'future') observation in the policy's input layout."""
+    dev = policy.device
+    return {"pixels": {c: batch[f"{part}_frames"][c][:, -1].to(dev) for c in policy.cfg.cameras},
+            "agent_pos": batch[f"{part}_state"][:, -1].to(dev),
+            "environment_state": batch[f"{part}_env_state"][:, -1].to(dev)}
+
+
+def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, time_scale: int, weighted: bool,
+                     generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of `method` on a LabelledWindows batch (module docstring); `weighted`: HABC's gate acts
+    (past its warm-up), else HABC weighs as bc. time_scale: T of the efficiency critic's units."""
+    dev = policy.device
+    cond = policy.encode(_obs(policy, batch, "context"), channels_first=True, augment=policy.training)  # (B, C)
+    # (B, H, A); a rollout's actions outside the statistics' range (an --init start's) are where it can act
+    actions = policy.normalizer.action_to_unit(batch["actions"].to(dev)).clamp(-1.0, 1.0)
+    mask = ~batch["action_is_pad"].to(dev)
+    source, outcome = batch["source"].to(dev), batch["outcome"].to(dev).float()
+    autonomous = source == AUTONOMOUS
+    failed = (outcome < 0.5) & (autonomous | (source == DEMO))  # NaN (the expert's) is neither
+    w = (~failed).float()
+    logs: dict[str, float] = {}
+    total = torch.zeros((), device=dev)
+    if method in ("habc", "both"):
+        v_logit, v_e = policy.critics(cond.detach())
+        with torch.no_grad():
+            nv_logit, nv_e = policy.critics(policy.encode(_obs(policy, batch, "future"), channels_first=True))
+        steps, end = batch["steps"].to(dev), batch["success_end"].to(dev)
+        if autonomous.any():
+            via = F.binary_cross_entropy_with_logits(v_logit[autonomous], outcome[autonomous])
+            total, logs["critic/viability"] = total + via, float(via.detach())
+        good = outcome > 0.5  # successful stretches and demonstrations (NaN compares False)
+        if good.any():
+            eff = F.huber_loss(v_e[good], efficiency_targets(nv_e, steps, end, time_scale)[good], delta=0.1)
+            total, logs["critic/efficiency"] = total + eff, float(eff.detach())
+        if weighted:
+            p_v = torch.sigmoid(v_logit.detach())
+            a_v, a_e = advantages(p_v, torch.sigmoid(nv_logit), v_e.detach(), nv_e, steps, end, time_scale)
+            w = transition_weights(source, outcome, gate(p_v, a_v, a_e))
+    bc, _ = policy.head.loss(cond, actions, mask, w, generator)
+    total = total + bc
+    logs.update({"loss/policy": float(bc.detach()), "weight/mean": float(w.mean()), "failed_share": float(failed.float().mean())})
+    if method in ("afil", "both") and failed.any():
+        fail, _ = policy.fail_head.loss(cond, actions, mask, failed.float(), generator)
+        total, logs["loss/failure_head"] = total + fail, float(fail.detach())
+    logs["loss"] = float(total.detach())
+    return total, logs
+
+
+def improved_config(cfg: PolicyConfig, method: str) -> PolicyConfig:
+    """`cfg` with the heads `method` needs (a failure head for afil/both, critics for habc/both)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    return replace(cfg, failure_head=method in ("afil", "both"), critics=method in ("habc", "both"))
+
+
+def train_improved(trainer: Trainer, demos: Sequence[Episode], rollouts: Sequence[Episode], cfg: PolicyConfig,
+                   tcfg: TrainerConfig, method: str = "habc", init: ChunkPolicy | None = None, critic_warmup: int = 200,
+                   resume: bool = False) -> FitResult:
+    """Train `method` (module docstring) into the trainer's run directory (out/latest, out/step_<N>,
+    out/train_state/policy), from `init`'s weights where given, with its normalisation statistics."""
+    if not demos and not rollouts:
+        raise ValueError("no episodes to train on: give demonstrations, rollouts or both")
+    torch.manual_seed(trainer.seed)
+    cfg = improved_config(init.cfg if init is not None else cfg, method)
+    if init is None:
+        policy = build_policy(list(demos) + list(rollouts), cfg)
+    else:  # the BC start: its statistics and every weight it has; new heads fresh
+        policy = ChunkPolicy(cfg, init.dims, init.normalizer.stats).to(init.device)
+        missing = policy.load_state_dict(init.state_dict(), strict=False).missing_keys
+        if any(not k.startswith(("fail_head.", "critics.")) for k in missing):
+            raise ValueError(f"--init does not match this policy's architecture (missing {missing[:4]})")
+    data = LabelledWindows(demos, rollouts, cfg.horizon, cfg.n_action_steps, cfg.cameras)
+    time_scale = max(ep.length for ep in data.episodes)
+
+    def batches(start: int) -> Iterator[tuple[dict[str, Any], torch.Generator, int]]:
+        gen = torch.Generator(trainer.device).manual_seed(trainer.seed * 1_000_003 + start)
+        loader = DataLoader(data, batch_size=tcfg.batch_size, num_workers=0, drop_last=len(data) >= tcfg.batch_size,
+                            sampler=RandomSampler(data, generator=torch.Generator().manual_seed(trainer.seed + start)))
+        step = start
+        while True:
+            for batch in loader:
+                yield batch, gen, step
+                step += 1
+
+    def export(step: int) -> None:
+        for name in (f"step_{step}", "latest"):
+            save_policy(policy, trainer.out / name, extra={"train_step": step, "method": method})
+
+    objective = Objective(policy, lambda m, b: improvement_loss(m, b[0], method, time_scale, b[2] >= critic_warmup,
+                                                                generator=b[1]))
+    return trainer.fit("policy", objective, tcfg, batches, export=export, resume=resume)

@@ -1,0 +1,108 @@
+"""Learning from rollouts (#30, policies/improve.py): window labels, what each method trains, a
+failure head that steers sampling away from what failed, and train-policy --rollouts end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from wmsuite.data import write_episodes
+from wmsuite.policies.config import PolicyConfig
+from wmsuite.policies.improve import LabelledWindows, improvement_loss, train_improved
+from wmsuite.policies.train import build_policy
+from wmsuite.policies.weighting import AUTONOMOUS, DEMO, INTERVENTION
+from wmsuite.train import Trainer, TrainerConfig
+from wmsuite.types import Episode
+
+
+def episode(action: float, t: int = 6, success: bool = True, intervention=None, seed: int = 0,
+            at: float = 0.0) -> Episode:
+    """A state-only episode whose every action is (action, action), from states near (at, at)."""
+    rng = np.random.default_rng(seed)
+    state = rng.normal(at, 0.05, (t + 1, 2)).astype(np.float32)
+    return Episode(obs={}, state=state, env_state=state.copy(), actions=np.full((t, 2), action, np.float32),
+                   rewards=np.zeros(t, np.float32), success=success, terminated=success, truncated=not success,
+                   intervention=None if intervention is None else np.asarray(intervention, bool))
+
+
+CFG = PolicyConfig(kind="flow", horizon=2, n_action_steps=2, cameras=(), use_env_state=True, hidden_dim=64,
+                   head_layers=2, feature_dim=32, num_inference_steps=8)
+
+
+def test_windows_carry_source_credited_outcome_and_next_state():
+    demo = episode(0.5)
+    helped = episode(0.5, success=True, intervention=[0, 0, 1, 1, 0, 0])
+    data = LabelledWindows([demo], [helped], horizon=2, n_steps=2, cameras=())
+    items = {(int(it["episode_index"]), int(it["t"])): it for it in (data[i] for i in range(len(data)))}
+    assert int(items[0, 3]["source"]) == DEMO and float(items[0, 3]["outcome"]) == 1.0
+    assert int(items[1, 0]["source"]) == AUTONOMOUS and float(items[1, 0]["outcome"]) == 0.0  # cut short
+    assert int(items[1, 2]["source"]) == INTERVENTION and np.isnan(float(items[1, 2]["outcome"]))
+    assert float(items[1, 4]["outcome"]) == 1.0 and bool(items[1, 4]["success_end"]) and int(items[1, 4]["steps"]) == 2
+    assert int(items[1, 5]["steps"]) == 1 and not bool(items[1, 1]["success_end"])
+
+
+@pytest.mark.parametrize("method", ["bc", "afil", "habc", "both"])
+def test_each_method_trains_its_heads_and_only_those(method):
+    from wmsuite.policies.improve import improved_config
+
+    demos = [episode(0.5, seed=s) for s in range(2)]
+    rollouts = [episode(-0.5, success=False, intervention=np.zeros(6), seed=9)]
+    torch.manual_seed(0)
+    policy = build_policy(demos + rollouts, improved_config(CFG, method))
+    data = LabelledWindows(demos, rollouts, 2, 2, ())
+    batch = torch.utils.data.default_collate([data[i] for i in range(len(data))])
+    loss, logs = improvement_loss(policy, batch, method, time_scale=6, weighted=True)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert (policy.fail_head is not None) == (method in ("afil", "both")) == ("loss/failure_head" in logs)
+    assert (policy.critics is not None) == (method in ("habc", "both")) == ("critic/viability" in logs)
+    assert logs["failed_share"] == pytest.approx(6 / 18)
+    if policy.critics is not None:  # the critics learn on detached features: the encoder gets the action loss only
+        assert all(p.grad is not None for p in policy.critics.parameters())
+
+
+def test_the_failure_head_steers_samples_away_from_what_failed(tmp_path):
+    """Successes act +0.3, failures -0.8 from the same states (and successes elsewhere +1, so that the
+    action range leaves room above +0.3): the guided policy's chunks lie further from the failures'
+    actions than the same policy's unguided ones (same noise)."""
+    demos = [episode(0.3, seed=s) for s in range(4)] + [episode(1.0, seed=20 + s, at=2.0) for s in range(2)]
+    rollouts = [episode(-0.8, success=False, intervention=np.zeros(6), seed=10 + s) for s in range(4)]
+    trainer = Trainer(tmp_path / "afil", seed=0)
+    train_improved(trainer, demos, rollouts, CFG, TrainerConfig(steps=300, batch_size=32, lr=2e-3, warmup=10,
+                                                                 save_every=300, log_every=100), method="afil")
+    from wmsuite.policies import load_policy
+
+    policy = load_policy(tmp_path / "afil")
+    assert policy.fail_head is not None
+    obs = {"agent_pos": np.zeros((64, 2), np.float32), "environment_state": np.zeros((64, 2), np.float32)}
+    noise = torch.randn(64, 2, 2, generator=torch.Generator().manual_seed(0))
+    plain = policy.predict_action_chunk(obs, noise=noise, guide=lambda x, t, pred: pred)
+    steered = policy.predict_action_chunk(obs, noise=noise)
+    assert abs(float(plain.mean()) - 0.3) < 0.15  # the success head learned the successes
+    assert float((steered - -0.8).abs().mean()) > float((plain - -0.8).abs().mean()) + 0.05
+
+
+def test_train_policy_with_rollouts_from_a_bc_start(tmp_path):
+    from wmsuite.cli import main
+    from wmsuite.policies import load_policy
+
+    demos = tmp_path / "demos.hdf5"
+    rollouts = tmp_path / "round.hdf5"
+    write_episodes(demos, [episode(0.5, seed=s) for s in range(3)], {"env_name": "toy"})
+    write_episodes(rollouts, [episode(-0.5, success=False, seed=7), episode(0.5, intervention=[1, 1, 0, 0, 0, 0], seed=8)],
+                   {"env_name": "toy"})
+    small = ["--policy.horizon", "2", "--policy.n-action-steps", "2", "--policy.hidden-dim", "32",
+             "--policy.head-layers", "2", "--policy.feature-dim", "16", "--policy.use-env-state", "--train.steps", "4",
+             "--train.batch-size", "8", "--train.save-every", "4", "--threads", "1"]
+    assert main(["train-policy", "--data", str(demos), "--out", str(tmp_path / "bc"), *small]) == 0
+    assert main(["train-policy", "--data", str(demos), "--rollouts", str(rollouts), "--method", "both",
+                 "--init", str(tmp_path / "bc"), "--critic-warmup", "2", "--out", str(tmp_path / "both"), *small]) == 0
+    both, bc = load_policy(tmp_path / "both"), load_policy(tmp_path / "bc")
+    assert both.fail_head is not None and both.critics is not None and both.cfg.horizon == 2
+    assert both.normalizer.stats == bc.normalizer.stats  # the start's statistics
+    obs = {"agent_pos": np.zeros((2, 2), np.float32), "environment_state": np.zeros((2, 2), np.float32)}
+    assert both.predict_action_chunk(obs).shape == (2, 2, 2)
+    with pytest.raises(SystemExit):
+        main(["train-policy", "--data", str(demos), "--rollouts", str(rollouts), "--method", "nope",
+              "--out", str(tmp_path / "x")])
