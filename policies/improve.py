@@ -16,7 +16,8 @@ failure). What each method trains:
   from it (guidance.py).
 - `habc`: the action head with HABC's transition weights (weighting.py). The critics learn beside it
   on detached features: viability by BCE on autonomous windows, efficiency by Huber on successful
-  ones against -n / T + V_e(s'), T the longest episode in the data. Until `critic_warmup` steps the weights
+  ones against -n / T + V_e(s'), T the longest episode in the data, and the chunk critic (the
+  verifier's, verifier.py) by BCE of each window's chunk against its credited outcome. Until `critic_warmup` steps the weights
   are bc's, so that the gate does not act on critics that know nothing yet.
 - `both`: habc's weights and afil's failure head.
 
@@ -107,6 +108,11 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
         if autonomous.any():
             via = F.binary_cross_entropy_with_logits(v_logit[autonomous], outcome[autonomous])
             total, logs["critic/viability"] = total + via, float(via.detach())
+        known = ~torch.isnan(outcome)  # the chunk critic: did executing this chunk from here end well?
+        if known.any():
+            q = F.binary_cross_entropy_with_logits(policy.critics.chunk_logit(cond.detach()[known], actions[known]),
+                                                   outcome[known])
+            total, logs["critic/chunk"] = total + q, float(q.detach())
         good = outcome > 0.5  # successful stretches and demonstrations (NaN compares False)
         if good.any():
             eff = F.huber_loss(v_e[good], efficiency_targets(nv_e, steps, end, time_scale)[good], delta=0.1)

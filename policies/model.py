@@ -214,7 +214,7 @@ class ChunkPolicy(nn.Module):
         self.head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim)
         # failure guidance and HABC's critics share the encoder (policies/guidance.py, weighting.py)
         self.fail_head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim) if cfg.failure_head else None
-        self.critics = Critics(self.encoder.out_dim) if cfg.critics else None
+        self.critics = Critics(self.encoder.out_dim, cfg.horizon * self.dims["action"]) if cfg.critics else None
         self.n_action_steps = cfg.n_action_steps
         self._queue = ChunkQueue(cfg.n_action_steps)
 

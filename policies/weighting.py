@@ -91,17 +91,23 @@ def transition_weights(source: torch.Tensor, outcome: torch.Tensor, g: torch.Ten
 
 
 class Critics(nn.Module):
-    """HABC's two critics on observation features (B, C): viability logits and efficiency values <= 0."""
+    """HABC's two critics on observation features (B, C) (viability logits, efficiency values <= 0), and
+    the chunk critic the verifier scores candidates with (policies/verifier.py): the logit that
+    executing a chunk (B, H * A), in the policy's normalised action space, from here succeeds."""
 
-    def __init__(self, cond_dim: int, hidden: int = 128) -> None:
+    def __init__(self, cond_dim: int, chunk_dim: int, hidden: int = 128) -> None:
         super().__init__()
 
-        def mlp() -> nn.Sequential:
-            return nn.Sequential(nn.Linear(cond_dim, hidden), nn.Mish(), nn.Linear(hidden, hidden), nn.Mish(),
+        def mlp(width: int) -> nn.Sequential:
+            return nn.Sequential(nn.Linear(width, hidden), nn.Mish(), nn.Linear(hidden, hidden), nn.Mish(),
                                  nn.Linear(hidden, 1))
 
-        self.viability, self.efficiency = mlp(), mlp()
+        self.viability, self.efficiency, self.chunk = mlp(cond_dim), mlp(cond_dim), mlp(cond_dim + chunk_dim)
 
     def forward(self, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, C) -> (viability logit (B,), efficiency (B,) in (-inf, 0])."""
         return self.viability(cond).squeeze(-1), -nn.functional.softplus(self.efficiency(cond).squeeze(-1))
+
+    def chunk_logit(self, cond: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        """(B, C) features and (B, H, A) normalised chunks -> (B,) success logits."""
+        return self.chunk(torch.cat([cond, chunk.flatten(1)], dim=-1)).squeeze(-1)

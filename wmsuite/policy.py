@@ -8,7 +8,9 @@ A policy maps a batch of observations to a chunk of future actions:
 
 Any object with `reset()` and `predict_action_chunk()` can be evaluated. Policies that keep
 per-environment state across calls (the scripted experts) also define `reset_envs(indices)`; the
-rollout engine then always calls them on the full batch so that batch row i is environment i.
+rollout engine then calls them with `env_indices=` naming each row's environment where
+`predict_action_chunk` takes it (only the environments that need a chunk), else on the full batch
+so that batch row i is environment i.
 """
 
 from __future__ import annotations

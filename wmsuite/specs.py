@@ -34,7 +34,8 @@ ASSETS_PREFIX = "assets:"
 # skills) and resolve their nested specs under the same trust rules.
 BUILTIN_CODE = frozenset({
     "wmsuite.policies.wrappers:ActionOffset", "wmsuite.policies.wrappers:ActionNoise",
-    "wmsuite.policies.wrappers:ActionScale", "wmsuite.envs.experts:make_expert", "wmsuite.envs.play:make_play",
+    "wmsuite.policies.wrappers:ActionScale", "wmsuite.policies.verifier:Verified",
+    "wmsuite.envs.experts:make_expert", "wmsuite.envs.play:make_play",
     "wmsuite.envs.behaviours:make_behaviour",
 })
 _CODE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\{.*)?$", re.S)
