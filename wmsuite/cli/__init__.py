@@ -20,6 +20,7 @@ from wmsuite.runs import ensure_writable
 COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("wmsuite.cli.collect", "record episodes of a policy in an environment to robomimic-format HDF5"),
     "train-policy": ("wmsuite.cli.train_policy", "train a flow-matching or diffusion action-chunk policy"),
+    "improve": ("wmsuite.cli.improve", "improvement rounds: a policy's rollouts, an update from them, repeat"),
     "eval-policy": ("wmsuite.cli.eval_policy", "evaluate a policy in a real simulator"),
     "train-wm": ("wmsuite.cli.train_wm", "train an action-conditioned video world model"),
     "eval-wm": ("wmsuite.cli.eval_wm", "measure a world model's open-loop fidelity on held-out episodes"),
