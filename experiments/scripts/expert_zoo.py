@@ -74,7 +74,14 @@ TASKS = {  # task -> (env id, policies)
          ("expert1-noise0.6", "test", "ActionNoise", 1.0, {"std": 0.6}),
          ("expert1-offset+x0.3", "test", "ActionOffset", 1.0, {"offset": [0.3, 0, 0, 0, 0, 0, 0]}),
          ("expert1-scale0.3", "validation", "ActionScale", 1.0, {"scale": 0.3}),
-         ("expert0.75-noise0.4", "test", "ActionNoise", 0.75, {"std": 0.4})))),
+         ("expert0.75-noise0.4", "test", "ActionNoise", 0.75, {"std": 0.4})),
+        (("flow-state-lift-s500", "validation", "assets:policies/flow-state-lift-s500"),
+         ("flow-state-lift-s1500", "test", "assets:policies/flow-state-lift-s1500"),
+         ("flow-state-lift-s4000", "test", "assets:policies/flow-state-lift-s4000"),
+         ("flow-state-lift-s4000-noise0.6", "test",
+          _wrap("ActionNoise", "assets:policies/flow-state-lift-s4000", std=0.6)),
+         ("flow-state-lift-s4000-offset+x0.3", "validation",
+          _wrap("ActionOffset", "assets:policies/flow-state-lift-s4000", offset=[0.3, 0, 0, 0, 0, 0, 0]))))),
     # PickPlace's actions: hand motion (3), gripper; the learned policies are the shipped state policies
     "pickplace": ("wmsuite/PickPlace-v0", _policies(
         "wmsuite/PickPlace-v0",

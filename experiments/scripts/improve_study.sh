@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# BC against AFIL, HABC and both (#30), from one BC start, with equal data and compute: every method
+# gets the same rounds of rollouts (same seeds, the expert intervening), the same update steps, and
+# the same real-simulator evaluation scenes. Recipes are fixed here before any run (guidance scale 1,
+# critic warm-up 200 steps, threshold 0.5, 8 expert steps); nothing is tuned on the figures.
+# Stages (STAGE=...; default all): data, bc, rounds (METHODS, default "bc afil habc both"), summary.
+#   ENV (default wmsuite/PushCube-v0), SIM (real | wm; WM the world model with SIM=wm), ROUNDS (2),
+#   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000).
+# Evaluation seeds start at 900000 (apart from the demonstrations', the rollouts' and every zoo's).
+set -euo pipefail
+export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
+ENV=${ENV:-wmsuite/PushCube-v0}
+TASK=$(python -c "print('$ENV'.split('/')[-1].split('-v')[0].lower())")
+OUT=${OUT:-runs/improve-$TASK}
+SIM=${SIM:-real}
+WM=${WM:-assets:wm/pushcube}
+STAGE=${STAGE:-all}
+stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
+DEMOS=data/${TASK}_demos.hdf5
+mkdir -p data "$OUT"
+if stage data; then  # a small, noisy demonstration set: BC alone leaves room to improve
+  wmsuite collect --env "$ENV" --policy expert --skill 0.7 --episodes 100 --seed 810000 --out "$DEMOS" --append
+fi
+if stage bc; then
+  wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
+      --policy.horizon 8 --policy.n-action-steps 4 --train.steps 2000 --threads 1 --seed 0 || \
+  wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
+      --policy.horizon 8 --policy.n-action-steps 4 --train.steps 2000 --threads 1 --seed 0 --resume
+fi
+if stage rounds; then
+  for m in ${METHODS:-bc afil habc both}; do
+    args=(--env "$ENV" --data "$DEMOS" --init "$OUT/bc" --method "$m" --rounds "${ROUNDS:-2}"
+          --episodes "${EPISODES:-200}" --eval-episodes "${EVAL:-200}" --eval-seed 900000 --sim "$SIM"
+          --intervene expert@1 --train.steps "${STEPS:-1000}" --num-envs 2 --out "$OUT/$m-$SIM")
+    [[ $SIM == wm ]] && args+=(--wm "$WM")
+    wmsuite improve "${args[@]}"
+  done
+fi
+if stage summary; then
+  python - "$OUT" "$SIM" <<'EOF'
+import json, sys
+from pathlib import Path
+out, sim = Path(sys.argv[1]), sys.argv[2]
+rows = {}
+for run in sorted(out.glob(f"*-{sim}")):
+    rounds = json.loads((run / "metrics.json").read_text())["rounds"]
+    rows[run.name] = {r: v for r, v in rounds.items() if "real_success" in v}
+print(f"real success (Wilson 95%) by round; rollouts in the {sim} simulator")
+for name, rounds in rows.items():
+    cells = [f"r{r}: {v['real_success']:.3f} [{v['real_ci'][0]:.3f}, {v['real_ci'][1]:.3f}]" for r, v in sorted(rounds.items())]
+    print(f"{name:<14} " + "  ".join(cells))
+(out / f"summary-{sim}.json").write_text(json.dumps(rows, indent=2))
+EOF
+fi
