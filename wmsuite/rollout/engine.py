@@ -224,7 +224,7 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
         bar.close()
 
 
-def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[np.ndarray]], active: np.ndarray,
+def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[tuple[np.ndarray, bool]]], active: np.ndarray,
                   memory: str, chunk_env: bool, steps: int | None, cfg: RolloutConfig,
                   env: gym.vector.VectorEnv, slot_episode: np.ndarray, queries: np.ndarray,
                   intervene: Intervention | None) -> tuple[np.ndarray, np.ndarray]:
