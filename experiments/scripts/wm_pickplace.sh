@@ -12,7 +12,8 @@
 #   heads     the heads pass (1,500 steps, real-frame labels)
 #   export    float16 copy at $DST (default assets/wm/pickplace)
 #   fidelity  eval-wm on the held-out file (object error from the state head, PSNR by horizon)
-#   eval      the zoo's validation split (choices are made here), then its test split (reported)
+#   eval      the zoo's validation split with the head and the state judge, the judge of lower mean
+#             |error| there chosen, then the test split with it (reported)
 # Seeds: train 800000.., held-out 900000.. (apart from the zoo's episode seeds, 1000..).
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
@@ -47,9 +48,13 @@ if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --samp
 if stage fidelity; then
   wmsuite eval-wm --wm "$DST" --data data/pickplace_heldout.hdf5 --horizons 4 8 16 32 64 --out "$OUT/eval-wm"
 fi
-if stage eval; then
-  for split in validation test; do
-    wmsuite eval --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split $split --videos 0 \
-        --out "$OUT/eval-$split"
+if stage eval; then  # the judge is chosen on the validation split by mean |error|, then reported on test
+  for judge in head state; do
+    wmsuite eval --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split validation --judge $judge \
+        --videos 0 --out "$OUT/eval-validation-$judge"
   done
+  judge=$(python -c "import json; e = {j: json.load(open(f'$OUT/eval-validation-{j}/metrics.json'))['mean_abs_error']
+for j in ('head', 'state')}; print(min(e, key=e.get))")
+  wmsuite eval --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split test --judge "$judge" --videos 0 \
+      --out "$OUT/eval-test"
 fi
