@@ -102,7 +102,8 @@ def run(cfg: ImproveConfig) -> int:
     seed_everything(cfg.seed)
     out = Path(cfg.out)
     # the rounds are this command's and no other's: a rerun goes on only with the same settings
-    identity = {k: v for k, v in to_dict(cfg).items() if k not in ("rounds", "eval_episodes", "device", "out")}
+    # (more rounds may be added later: the finished ones stay)
+    identity = {k: v for k, v in to_dict(cfg).items() if k not in ("rounds", "device", "out", "force_new")}
     identity.update(data=file_digest(cfg.data), init=spec_fingerprint(cfg.init),
                     wm=spec_fingerprint(cfg.wm) if cfg.sim == "wm" else "")
     open_run(out, "improve", identity, force_new=cfg.force_new)
