@@ -26,18 +26,18 @@ failure). What each method trains:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import Dataset
 
 from wmsuite.data.windows import WindowConfig, WindowDataset
-from wmsuite.policies import ChunkPolicy, save_policy
+from wmsuite.policies import ChunkPolicy
 from wmsuite.policies.config import METHODS, PolicyConfig
-from wmsuite.policies.train import build_policy
+from wmsuite.policies.train import build_policy, fit_windows
 from wmsuite.policies.weighting import (
     AUTONOMOUS,
     DEMO,
@@ -47,7 +47,7 @@ from wmsuite.policies.weighting import (
     gate,
     transition_weights,
 )
-from wmsuite.train import FitResult, Objective, Trainer, TrainerConfig
+from wmsuite.train import FitResult, Trainer, TrainerConfig
 from wmsuite.types import Episode
 
 
@@ -77,20 +77,12 @@ class LabelledWindows(Dataset):
                 "steps": torch.tensor(steps), "success_end": torch.tensor(bool(ep.success and t + steps >= ep.length))}
 
 
-def _obs(policy: ChunkPolicy, batch: dict[str, Any], part: str) -> dict[str, Any]:
-    """The batch's last `part` ('context' or 'future') observation in the policy's input layout."""
-    dev = policy.device
-    return {"pixels": {c: batch[f"{part}_frames"][c][:, -1].to(dev) for c in policy.cfg.cameras},
-            "agent_pos": batch[f"{part}_state"][:, -1].to(dev),
-            "environment_state": batch[f"{part}_env_state"][:, -1].to(dev)}
-
-
 def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, time_scale: int, weighted: bool,
                      generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """The loss of `method` on a LabelledWindows batch (module docstring); `weighted`: HABC's gate acts
     (past its warm-up), else HABC weighs as bc. time_scale: T of the efficiency critic's units."""
     dev = policy.device
-    cond = policy.encode(_obs(policy, batch, "context"), channels_first=True, augment=policy.training)  # (B, C)
+    cond = policy.encode(policy.batch_obs(batch), channels_first=True, augment=policy.training)  # (B, C)
     # (B, H, A); a rollout's actions outside the statistics' range (an --init start's) are where it can act
     actions = policy.normalizer.action_to_unit(batch["actions"].to(dev)).clamp(-1.0, 1.0)
     mask = ~batch["action_is_pad"].to(dev)
@@ -103,7 +95,7 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     if method in ("habc", "both"):
         v_logit, v_e = policy.critics(cond.detach())
         with torch.no_grad():
-            nv_logit, nv_e = policy.critics(policy.encode(_obs(policy, batch, "future"), channels_first=True))
+            nv_logit, nv_e = policy.critics(policy.encode(policy.batch_obs(batch, "future"), channels_first=True))
         steps, end = batch["steps"].to(dev), batch["success_end"].to(dev)
         if autonomous.any():
             via = F.binary_cross_entropy_with_logits(v_logit[autonomous], outcome[autonomous])
@@ -157,20 +149,7 @@ def train_improved(trainer: Trainer, demos: Sequence[Episode], rollouts: Sequenc
     data = LabelledWindows(demos, rollouts, cfg.horizon, cfg.n_action_steps, cfg.cameras)
     time_scale = max(ep.length for ep in data.episodes)
 
-    def batches(start: int) -> Iterator[tuple[dict[str, Any], torch.Generator, int]]:
-        gen = torch.Generator(trainer.device).manual_seed(trainer.seed * 1_000_003 + start)
-        loader = DataLoader(data, batch_size=tcfg.batch_size, num_workers=0, drop_last=len(data) >= tcfg.batch_size,
-                            sampler=RandomSampler(data, generator=torch.Generator().manual_seed(trainer.seed + start)))
-        step = start
-        while True:
-            for batch in loader:
-                yield batch, gen, step
-                step += 1
+    def loss(m: ChunkPolicy, batch: dict[str, Any], gen: torch.Generator, step: int):
+        return improvement_loss(m, batch, method, time_scale, step >= critic_warmup, generator=gen)
 
-    def export(step: int) -> None:
-        for name in (f"step_{step}", "latest"):
-            save_policy(policy, trainer.out / name, extra={"train_step": step, "method": method})
-
-    objective = Objective(policy, lambda m, b: improvement_loss(m, b[0], method, time_scale, b[2] >= critic_warmup,
-                                                                generator=b[1]))
-    return trainer.fit("policy", objective, tcfg, batches, export=export, resume=resume)
+    return fit_windows(trainer, policy, data, tcfg, loss, resume=resume, extra={"method": method})

@@ -257,11 +257,7 @@ class ChunkPolicy(nn.Module):
         context_frames[cam] (B, 1, 3, S, S) uint8, context_state (B, 1, D), context_env_state (B, 1, E),
         actions (B, H, A), action_is_pad (B, H). `weight` (B,) (or batch["weight"]) weights samples."""
         dev = self.device
-        obs = {
-            "pixels": {cam: batch["context_frames"][cam][:, -1].to(dev) for cam in self.cfg.cameras},
-            "agent_pos": batch["context_state"][:, -1].to(dev),
-            "environment_state": batch["context_env_state"][:, -1].to(dev),
-        }
+        obs = self.batch_obs(batch)
         if "task_embedding" in batch:
             obs["task_embedding"] = batch["task_embedding"].to(dev)
         cond = self.encode(obs, channels_first=True, augment=self.training)
@@ -271,6 +267,14 @@ class ChunkPolicy(nn.Module):
             weight = batch["weight"]
         loss, per_sample = self.head.loss(cond, actions, mask, weight, generator)
         return loss, {"loss": float(loss.detach()), "loss_unweighted": float(per_sample.detach().mean())}
+
+    def batch_obs(self, batch: dict[str, Any], part: str = "context") -> dict[str, Any]:
+        """A WindowDataset batch's last `part` ('context' or 'future') observation, channels first,
+        on the policy's device: what `encode(..., channels_first=True)` takes."""
+        dev = self.device
+        return {"pixels": {cam: batch[f"{part}_frames"][cam][:, -1].to(dev) for cam in self.cfg.cameras},
+                "agent_pos": batch[f"{part}_state"][:, -1].to(dev),
+                "environment_state": batch[f"{part}_env_state"][:, -1].to(dev)}
 
     # ---- observation encoding ------------------------------------------------------------
     @property

@@ -11,12 +11,12 @@ Run directory layout:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.policies import ChunkPolicy, save_policy
@@ -47,18 +47,29 @@ def train_policy(trainer: Trainer, episodes: Sequence[Episode], cfg: PolicyConfi
     policy = build_policy(episodes, cfg)
     data = WindowDataset(episodes, WindowConfig(context=1, chunk=policy.cfg.horizon, future=0),
                          cameras=policy.cfg.cameras)
+    return fit_windows(trainer, policy, data, tcfg, lambda m, batch, gen, step: m(batch, generator=gen), resume=resume)
 
-    def batches(start: int) -> Iterator[tuple[dict[str, Any], torch.Generator]]:
+
+def fit_windows(trainer: Trainer, policy: ChunkPolicy, data: Dataset, tcfg: TrainerConfig,
+                loss: Callable[[ChunkPolicy, dict[str, Any], torch.Generator, int], Any], resume: bool = False,
+                extra: dict[str, Any] | None = None) -> FitResult:
+    """Fit `policy` on batches of `data` (a fresh permutation every pass) with `loss(policy, batch,
+    generator, step) -> (loss, logs)`, the generator seeding the policy's noise; export the EMA policy
+    to out/step_<N> and out/latest with `extra` in its config."""
+
+    def batches(start: int) -> Iterator[tuple[dict[str, Any], torch.Generator, int]]:
         gen = torch.Generator(trainer.device).manual_seed(trainer.seed * 1_000_003 + start)  # the policy's noise
         loader = DataLoader(data, batch_size=tcfg.batch_size, num_workers=0, drop_last=len(data) >= tcfg.batch_size,
                             sampler=RandomSampler(data, generator=torch.Generator().manual_seed(trainer.seed + start)))
+        step = start
         while True:  # a fresh permutation every pass
             for batch in loader:
-                yield batch, gen
+                yield batch, gen, step
+                step += 1
 
     def export(step: int) -> None:
         for name in (f"step_{step}", "latest"):
-            save_policy(policy, trainer.out / name, extra={"train_step": step})
+            save_policy(policy, trainer.out / name, extra={"train_step": step, **(extra or {})})
 
-    objective = Objective(policy, lambda m, b: m(b[0], generator=b[1]))
+    objective = Objective(policy, lambda m, b: loss(m, b[0], b[1], b[2]))
     return trainer.fit("policy", objective, tcfg, batches, export=export, resume=resume)

@@ -50,6 +50,29 @@ def as_numpy_chunk(chunk: Any, batch: int) -> np.ndarray:
     return chunk
 
 
+def takes_env_indices(policy: Any) -> bool:
+    """Does `policy.predict_action_chunk` take env_indices= (for a wrapper, the policy it wraps too)?"""
+    takes = "env_indices" in inspect.signature(policy.predict_action_chunk).parameters
+    inner = getattr(policy, "inner", None)
+    return takes and (inner is None or takes_env_indices(inner))
+
+
+def query_chunk(policy: Any, obs: dict[str, Any], batch: int, length: int | None, action_dim: int,
+           **kwargs: Any) -> np.ndarray:
+    """(batch, H, A) actions from one observation: one chunk, or exactly `length` actions: the first
+    `length` of a longer chunk, or repeated queries on the same observation for a policy whose chunks
+    are shorter (a one-action expert driving a world model that steps whole chunks)."""
+    parts, total = [], 0
+    while not parts or (length is not None and total < length):
+        chunk = as_numpy_chunk(policy.predict_action_chunk(obs, **kwargs), batch)  # (batch, h, A)
+        if chunk.shape[-1] != action_dim:
+            raise ValueError(f"policy returned actions of size {chunk.shape[-1]}; the env takes {action_dim}")
+        parts.append(chunk)
+        total += chunk.shape[1]
+    out = np.concatenate(parts, axis=1)
+    return out if length is None else out[:, :length].copy()
+
+
 class ChunkQueue:
     """Execute the first `n_action_steps` actions of each predicted chunk, then predict again.
 

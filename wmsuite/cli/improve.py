@@ -91,10 +91,9 @@ CONFIG = ImproveConfig
 
 def run(cfg: ImproveConfig) -> int:
     import wmsuite.envs  # noqa: F401  (registers the ids)
-    from wmsuite.cli.common import check_env_id, resolve_policy, seed_everything
+    from wmsuite.cli.common import check_env_id, seed_everything
     from wmsuite.data import load_episodes, write_episodes
     from wmsuite.policies import load_policy
-    from wmsuite.specs import resolve_asset
 
     check_env_id(cfg.env)
     if not Path(cfg.data).exists():
@@ -108,16 +107,16 @@ def run(cfg: ImproveConfig) -> int:
                     wm=spec_fingerprint(cfg.wm) if cfg.sim == "wm" else "")
     open_run(out, "improve", identity, force_new=cfg.force_new)
     demos = [ep for ep in load_episodes(cfg.data) if ep.success]
-    policy = load_policy(resolve_asset(cfg.init) if cfg.init.startswith("assets:") else cfg.init, device=cfg.device)
-    make_env, act_every = _envs(cfg)
+    policy = load_policy(cfg.init, device=cfg.device)
+    make_env = _envs(cfg)
     metrics = _load(out)
     rollouts = []
     for r in range(cfg.rounds + 1):
         if r > 0:
             path = out / f"round_{r}" / "rollouts.hdf5"
             if not path.exists():
-                guard = _guard(cfg, policy, resolve_policy)
-                eps = _rollouts(policy, make_env("rollouts"), cfg, r, act_every, guard)
+                guard = _guard(cfg, policy)
+                eps = _rollouts(policy, make_env(), cfg, r, guard)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_episodes(path, eps, {"env_name": cfg.env, "type": "wmsuite", "sim": cfg.sim})
             round_eps = load_episodes(path)
@@ -142,20 +141,22 @@ def _load(out: Path) -> dict:
 
 
 def _envs(cfg: ImproveConfig):
-    """(name -> a VectorEnv for rollouts in --sim, the chunk the real env is driven with)."""
+    """A maker of the VectorEnv the rollouts run in (--sim); the real one drives the policy by its own
+    chunk protocol, the learned one steps the world model's chunks."""
     from wmsuite.cli.eval import EvalConfig
     from wmsuite.cli.eval_setup import load_model, make_env_factory
     from wmsuite.rollout import make_vector_env
 
     if cfg.sim == "real":
-        return (lambda _: make_vector_env(cfg.env, cfg.num_envs)), None  # the policy's own chunk protocol
+        return lambda: make_vector_env(cfg.env, cfg.num_envs)
     ecfg = EvalConfig(env=cfg.env, wm=cfg.wm, num_envs=cfg.num_envs, seed=cfg.seed, device=cfg.device)
     model = load_model(ecfg)
     factory = make_env_factory(ecfg, model)  # the learned simulator as `wmsuite eval` builds it
-    return (lambda _: factory("wm")), model.cfg.chunk
+    return lambda: factory("wm")
 
 
-def _guard(cfg: ImproveConfig, policy, resolve_policy):
+def _guard(cfg: ImproveConfig, policy):
+    from wmsuite.cli.common import resolve_policy
     from wmsuite.rollout import Intervention
 
     if not cfg.intervene:
@@ -165,11 +166,11 @@ def _guard(cfg: ImproveConfig, policy, resolve_policy):
     return Intervention(expert, cfg.intervene_threshold, cfg.intervene_steps)
 
 
-def _rollouts(policy, env, cfg: ImproveConfig, r: int, act_every: int | None, guard) -> list:
+def _rollouts(policy, env, cfg: ImproveConfig, r: int, guard) -> list:
     from wmsuite.rollout import RolloutConfig, rollout
 
-    rcfg = RolloutConfig(episodes=cfg.episodes, seed=cfg.seed + 100_000 * r, act_every=act_every,
-                         policy_id=f"round{r - 1}", env_id=cfg.env, episode_rng=True)
+    rcfg = RolloutConfig(episodes=cfg.episodes, seed=cfg.seed + 100_000 * r, policy_id=f"round{r - 1}",
+                         env_id=cfg.env, episode_rng=True)
     try:
         return list(rollout(policy, env, rcfg, intervene=guard))
     finally:

@@ -45,7 +45,7 @@ import gymnasium as gym
 import numpy as np
 from tqdm.auto import tqdm
 
-from wmsuite.policy import as_numpy_chunk
+from wmsuite.policy import query_chunk, takes_env_indices
 from wmsuite.rollout.intervene import Intervention
 from wmsuite.types import Episode
 
@@ -150,7 +150,7 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     chunk_env = len(env.single_action_space.shape) == 2
     stateful = hasattr(policy, "reset_envs")
     # how a policy with per-env memory is asked: the rows that need a chunk (by env_indices), or all rows
-    memory = ("rows" if _takes_env_indices(policy) else "batch") if stateful else "none"
+    memory = ("rows" if takes_env_indices(policy) else "batch") if stateful else "none"
     takes_index = stateful and cfg.episode_rng and "episodes" in inspect.signature(policy.reset_envs).parameters
     steps_per_chunk = cfg.n_action_steps or getattr(policy, "n_action_steps", None)
     policy.reset()
@@ -233,7 +233,7 @@ def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[tuple[np.
     n, act_every = len(queues), cfg.act_every
     space = env.single_action_space
     if chunk_env:  # the env consumes the whole chunk at once
-        out = _query(policy, obs, n, space.shape[0], space.shape[-1])  # (n, H, A)
+        out = query_chunk(policy, obs, n, space.shape[0], space.shape[-1])  # (n, H, A)
         took = np.zeros(n, bool)
         if intervene is not None:
             out, took = intervene(obs, np.arange(n), out)
@@ -246,11 +246,11 @@ def _next_actions(policy: Any, obs: dict[str, Any], queues: list[deque[tuple[np.
             parts = []
             for i in rows:
                 _seed_globals(cfg.seed, int(slot_episode[i]), int(queries[i]))
-                parts.append(_query(policy, _index(obs, np.array([i])), 1, act_every, space.shape[-1]))
+                parts.append(query_chunk(policy, _index(obs, np.array([i])), 1, act_every, space.shape[-1]))
             chunk = np.concatenate(parts)  # (len(rows), H, A)
         else:
             kwargs = {"env_indices": rows.tolist()} if memory == "rows" else {}
-            chunk = _query(policy, _index(obs, rows), len(rows), act_every, space.shape[-1], **kwargs)  # (len(rows), H, A)
+            chunk = query_chunk(policy, _index(obs, rows), len(rows), act_every, space.shape[-1], **kwargs)  # (len(rows), H, A)
         queries[need] += 1
         take = chunk.shape[1] if steps is None or act_every else min(steps, chunk.shape[1])
         chunk, took = chunk[:, :take], np.zeros(len(rows), bool)
@@ -273,29 +273,6 @@ def _seed_globals(seed: int, episode: int, query: int) -> None:
     np.random.seed(value)  # noqa: NPY002  (policies may draw from the legacy global RNG)
     if "torch" in sys.modules:
         sys.modules["torch"].manual_seed(value)
-
-
-def _takes_env_indices(policy: Any) -> bool:
-    """Does `policy.predict_action_chunk` take env_indices= (for a wrapper, the policy it wraps too)?"""
-    takes = "env_indices" in inspect.signature(policy.predict_action_chunk).parameters
-    inner = getattr(policy, "inner", None)
-    return takes and (inner is None or _takes_env_indices(inner))
-
-
-def _query(policy: Any, obs: dict[str, Any], batch: int, length: int | None, action_dim: int,
-           **kwargs: Any) -> np.ndarray:
-    """(batch, H, A) actions from one observation: one chunk, or exactly `length` actions: the first
-    `length` of a longer chunk, or repeated queries on the same observation for a policy whose chunks
-    are shorter (a one-action expert driving a world model that steps whole chunks)."""
-    parts, total = [], 0
-    while not parts or (length is not None and total < length):
-        chunk = as_numpy_chunk(policy.predict_action_chunk(obs, **kwargs), batch)  # (batch, h, A)
-        if chunk.shape[-1] != action_dim:
-            raise ValueError(f"policy returned actions of size {chunk.shape[-1]}; the env takes {action_dim}")
-        parts.append(chunk)
-        total += chunk.shape[1]
-    out = np.concatenate(parts, axis=1)
-    return out if length is None else out[:, :length].copy()
 
 
 def _index(tree: Any, rows: np.ndarray) -> Any:

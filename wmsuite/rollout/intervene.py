@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from wmsuite.policy import as_numpy_chunk
+from wmsuite.policy import query_chunk, takes_env_indices
 
 
 class Intervention:
@@ -37,7 +37,9 @@ class Intervention:
             raise ValueError(f"steps must be >= 1, got {steps}")
         self.expert, self.threshold, self.steps = expert, float(threshold), int(steps)
         self._stateful = hasattr(expert, "reset_envs")
-        self._indexed = "env_indices" in _parameters(expert.predict_action_chunk)
+        if self._stateful and not takes_env_indices(expert):
+            raise ValueError("an intervening expert with per-env memory must take env_indices= in "
+                             "predict_action_chunk (the scripted experts do)")
         self._left = np.zeros(0, int)  # per sub-env: actions the expert still controls
 
     def reset(self, num_envs: int) -> None:
@@ -51,7 +53,7 @@ class Intervention:
         rows = [int(i) for i in rows]
         self._left[rows] = 0
         if self._stateful:
-            if episodes is not None and "episodes" in _parameters(self.expert.reset_envs):
+            if episodes is not None and "episodes" in inspect.signature(self.expert.reset_envs).parameters:
                 self.expert.reset_envs(rows, episodes=list(episodes))
             else:
                 self.expert.reset_envs(rows)
@@ -59,29 +61,11 @@ class Intervention:
     def __call__(self, obs: dict[str, Any], rows: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """obs: the observations of sub-envs `rows` (R,), chunk: the policy's (R, H, A) for them ->
         (the chunks to execute (R, H, A), whether the expert's (R,) bool)."""
-        expert = self._expert_chunk(obs, rows, chunk.shape[1], chunk.shape[-1])  # (R, H, A)
+        kwargs = {"env_indices": rows.tolist()} if self._stateful else {}
+        expert = query_chunk(self.expert, obs, len(rows), chunk.shape[1], chunk.shape[-1], **kwargs)  # (R, H, A)
         drifting = np.abs(chunk - expert).mean(axis=(1, 2)) > self.threshold  # (R,)
         takes = (self._left[rows] > 0) | drifting
         start = drifting & (self._left[rows] <= 0)
         self._left[rows[start]] = self.steps
         self._left[rows[takes]] -= chunk.shape[1]
         return np.where(takes[:, None, None], expert, chunk), takes
-
-    def _expert_chunk(self, obs: dict[str, Any], rows: np.ndarray, length: int, action_dim: int) -> np.ndarray:
-        kwargs = {"env_indices": rows.tolist()} if self._indexed else {}
-        if self._stateful and not self._indexed:
-            raise ValueError("an intervening expert with per-env memory must take env_indices= in "
-                             "predict_action_chunk (the scripted experts do)")
-        parts, total = [], 0
-        while total < length:  # an expert with shorter chunks is asked again on the same observation
-            part = as_numpy_chunk(self.expert.predict_action_chunk(obs, **kwargs), len(rows))  # (R, h, A)
-            if part.shape[-1] != action_dim:
-                raise ValueError(f"the intervening expert returned actions of size {part.shape[-1]}; the env "
-                                 f"takes {action_dim}")
-            parts.append(part)
-            total += part.shape[1]
-        return np.concatenate(parts, axis=1)[:, :length]
-
-
-def _parameters(fn: Any) -> Any:
-    return inspect.signature(fn).parameters
