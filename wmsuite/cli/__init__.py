@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-policy": ("wmsuite.cli.train_policy", "train a flow-matching or diffusion action-chunk policy"),
     "improve": ("wmsuite.cli.improve", "improvement rounds: a policy's rollouts, an update from them, repeat"),
     "eval-policy": ("wmsuite.cli.eval_policy", "evaluate a policy in a real simulator"),
+    "train-lm": ("wmsuite.cli.train_lm", "GRPO of a small causal LM on a verifiable task (packed groups)"),
     "train-wm": ("wmsuite.cli.train_wm", "train an action-conditioned video world model"),
     "eval-wm": ("wmsuite.cli.eval_wm", "measure a world model's open-loop fidelity on held-out episodes"),
     "eval": ("wmsuite.cli.eval", "evaluate policies in a real and a learned simulator and compare"),
@@ -37,6 +38,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "wm": ("wmsuite.cli.bench_wm", "world-model rollout frames/s next to the real simulator"),
     "policies": ("wmsuite.cli.bench_policies", "action-chunk inference latency per policy and step count"),
     "attention": ("wmsuite.cli.bench_attention", "shared-prefix attention vs replicated SDPA"),
+    "grpo": ("wmsuite.cli.bench_grpo", "a GRPO update step, packed groups vs the replicated batch"),
 }
 
 
