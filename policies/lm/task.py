@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 REWARDS = ("exact", "digits")
+LENGTHS = ("uniform", "long_tail")
 PAD, BOS, EOS = "[PAD]", "[BOS]", "[EOS]"
 SYMBOLS = tuple("0123456789+=")
 
@@ -32,7 +33,10 @@ SYMBOLS = tuple("0123456789+=")
 @dataclass
 class AdditionConfig:
     digits: int = 2
-    """Largest operand length in digits; each operand's length is drawn uniformly from 1..digits."""
+    """Largest operand length in digits."""
+    lengths: str = "uniform"
+    """How each operand's length is drawn from 1..digits: 'uniform', or 'long_tail' (P(k) proportional to
+    1/k^2: mostly short answers, a few long ones; the length mix partial rollouts are for)."""
     reverse: bool = True
     """Write the sum least significant digit first (the order in which a causal model can compute it)."""
     reward: str = "digits"
@@ -43,6 +47,8 @@ class AdditionConfig:
             raise ValueError(f"digits must be in 1..9, got {self.digits}")
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
+        if self.lengths not in LENGTHS:
+            raise ValueError(f"lengths must be one of {LENGTHS}, got {self.lengths!r}")
 
     @property
     def max_answer_tokens(self) -> int:
@@ -86,7 +92,7 @@ class AdditionTask:
         return self.tokenizer.get_vocab_size()
 
     def sample(self, rng: np.random.Generator, n: int) -> list[Problem]:
-        """n problems with operand lengths uniform in 1..digits."""
+        """n problems, operand lengths drawn as `lengths` says."""
         out = []
         for _ in range(n):
             a, b = (self._operand(rng) for _ in range(2))
@@ -95,7 +101,11 @@ class AdditionTask:
         return out
 
     def _operand(self, rng: np.random.Generator) -> int:
-        length = int(rng.integers(1, self.cfg.digits + 1))
+        if self.cfg.lengths == "uniform":
+            length = int(rng.integers(1, self.cfg.digits + 1))
+        else:
+            k = np.arange(1, self.cfg.digits + 1)
+            length = int(rng.choice(k, p=(1 / k**2) / (1 / k**2).sum()))
         low = 0 if length == 1 else 10 ** (length - 1)
         return int(rng.integers(low, 10**length))
 

@@ -12,7 +12,8 @@ recycled). The source is restarted from (seed, step) at every save, as the train
 groups of a partial run are dropped then, and a resumed run starts its carry afresh.
 
 `evaluate` decodes greedily on a fixed set of held-out problems: the exact-match accuracy and the mean
-reward of the learning curve.
+reward of the learning curve. `supervised` fits the model to the task's answers by next-token
+cross-entropy (a cold start for studies that need a model which already ends its answers).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torch import nn
 
 from wmsuite.policies.lm.grpo import GRPOConfig, PackedBatch, grpo_loss, pack_groups, token_logprobs
 from wmsuite.policies.lm.task import AdditionTask, Problem
-from wmsuite.rollout.tokens import Group, SampleConfig, generate
+from wmsuite.rollout.tokens import Group, Response, SampleConfig, generate
 
 
 class GRPOObjective(nn.Module):
@@ -106,6 +107,26 @@ def evaluate(model: nn.Module, task: AdditionTask, problems: list[Problem], max_
             rew.append(task.reward(g.key, text))
     model.train(was)
     return {"eval_accuracy": float(np.mean(acc)), "eval_reward": float(np.mean(rew))}
+
+
+def supervised(model: nn.Module, task: AdditionTask, steps: int, lr: float = 1e-3, batch: int = 64,
+               seed: int = 0) -> list[float]:
+    """Teacher-forced cross-entropy on the answers (EOS included) of fresh problems, `steps` AdamW
+    steps through the packed forward (one response per prompt); the losses."""
+    rng = np.random.default_rng([seed, 7])
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        groups = [Group(p, task.encode(p.prompt), [Response(task.answer_ids(p), [0.0] * len(task.answer_ids(p)), True)])
+                  for p in task.sample(rng, batch)]
+        packed = pack_groups(groups, torch.zeros(batch, 1), scale_rewards=False)
+        loss = -token_logprobs(model, packed).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
 
 
 def held_out(task: AdditionTask, n: int, seed: int) -> list[Problem]:

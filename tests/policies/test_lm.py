@@ -262,3 +262,27 @@ def test_train_lm_cli_runs_and_resumes(tmp_path, capsys):
     assert rows[-1]["step"] == 4
     assert main([*args, "--train.steps", "4", "--grpo.clip", "0.3"]) == 2  # another recipe: refused
     assert "another train-lm run" in capsys.readouterr().err
+
+
+def test_long_tail_operand_lengths_follow_the_power_law(task):
+    long = AdditionTask(AdditionConfig(digits=4, lengths="long_tail"), task.tokenizer)
+    problems = long.sample(np.random.default_rng(0), 4000)
+    lengths = np.array([len(p.prompt.split("+")[0]) for p in problems])
+    k = np.arange(1, 5)
+    want = (1 / k**2) / (1 / k**2).sum()
+    got = np.array([(lengths == i).mean() for i in k])
+    assert np.abs(got - want).max() < 0.03, (got, want)
+    with pytest.raises(ValueError, match="lengths"):
+        AdditionConfig(lengths="zipf")
+
+
+def test_supervised_cold_start_learns_the_answers(task):
+    """Teacher-forced answers of 1-digit sums: greedy decoding then gets most held-out sums right."""
+    from wmsuite.policies.lm.train import evaluate, held_out, supervised
+
+    one = AdditionTask(AdditionConfig(digits=1), task.tokenizer)
+    model = _model(one, hidden=64).float()
+    before = evaluate(model, one, held_out(one, 64, 0), 3)["eval_accuracy"]
+    losses = supervised(model, one, steps=250, lr=3e-3, batch=64)
+    after = evaluate(model, one, held_out(one, 64, 0), 3)["eval_accuracy"]
+    assert losses[-1] < 0.3 * losses[0] and before < 0.1 and after > 0.8, (losses[-1], before, after)

@@ -11,7 +11,9 @@ unfinished ones to be resumed later (recycling).
 
 - Batching: every unfinished response of every group is one row: its prompt and the tokens it has
   so far, left-padded, position ids counted over real tokens only, so a row's logits do not depend on
-  which rows share its batch. One prefill, then one cached step per token.
+  which rows share its batch. A group's responses that have no tokens yet share one prefill of its
+  prompt (its KV cache is repeated for each of them); responses carried over with tokens are
+  prefilled row by row. Then one cached step per token.
 - Stopping: without `target_groups` the call returns when every response is finished; with it (partial
   rollouts, APRIL), as soon as that many groups are complete. Unfinished responses keep their tokens
   and behaviour log-probs and continue, under whatever model the caller passes next, when their
@@ -107,15 +109,21 @@ def generate(model: Any, groups: list[Group], cfg: SampleConfig,
 def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]], cfg: SampleConfig,
              generator: torch.Generator | None) -> None:
     device = next(model.parameters()).device
-    seqs = [g.prompt + r.tokens for g, r in rows]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(rows), width), cfg.pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, s in enumerate(seqs):  # left padding: every row's last real token is at the end
-        ids[i, width - len(s):] = torch.tensor(s)
-        mask[i, width - len(s):] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, L) positions over real tokens
+    # Responses with no tokens yet share their group's prompt: it is prefilled once and its cache
+    # repeated for each of them; responses carried with tokens are prefilled row by row.
+    fresh = [(g, r) for g, r in rows if not r.tokens]
+    rows[:] = fresh + [(g, r) for g, r in rows if r.tokens]
+    prompts: dict[int, int] = {}  # group id -> index among the prompts prefilled once
+    for g, _ in fresh:
+        prompts.setdefault(id(g), len(prompts))
+    owners = {id(g): g for g, _ in fresh}
+    parts = []
+    if fresh:
+        shared = _prefill(model, [owners[k].prompt for k in prompts], cfg.pad_id, device)
+        parts.append(_select(shared, torch.tensor([prompts[id(g)] for g, _ in fresh], device=device)))
+    if len(fresh) < len(rows):
+        parts.append(_prefill(model, [g.prompt + r.tokens for g, r in rows[len(fresh):]], cfg.pad_id, device))
+    cache, logits, mask, last = _concat(parts)
     budget = torch.tensor([cfg.max_new_tokens - len(r.tokens) for _, r in rows], device=device)
     alive = budget > 0
     for (_, r), a in zip(rows, alive.tolist()):
@@ -125,8 +133,6 @@ def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]]
     open_rows = {k: 0 for k in row_group}
     for k, a in zip(row_group, alive.tolist()):
         open_rows[k] += int(a)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
-    cache, logits, last = out.cache, out.logits[:, -1], pos[:, -1]
     taken = torch.zeros(len(rows), dtype=torch.long, device=device)
     while bool(alive.any()):
         if cfg.target_groups is not None and done_groups >= cfg.target_groups:
@@ -139,11 +145,12 @@ def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]]
         tok_logp = logp.gather(1, tok[:, None]).squeeze(1)
         taken += alive.long()
         ended = alive & ((tok == cfg.eos_id) | (taken >= budget))
+        toks, logps, ends = tok.tolist(), tok_logp.tolist(), ended.tolist()  # one host copy per step
         for i in torch.nonzero(alive).squeeze(1).tolist():
             _, r = rows[i]
-            r.tokens.append(int(tok[i]))
-            r.logprobs.append(float(tok_logp[i]))
-            if ended[i]:
+            r.tokens.append(toks[i])
+            r.logprobs.append(logps[i])
+            if ends[i]:
                 r.finished = True
                 open_rows[row_group[i]] -= 1
                 done_groups += open_rows[row_group[i]] == 0
@@ -156,3 +163,47 @@ def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]]
         out = model(input_ids=feed[:, None], attention_mask=mask, position_ids=last[:, None], cache=cache,
                     use_cache=True)
         cache, logits = out.cache, out.logits[:, -1]
+
+
+_Prefill = tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]  # cache, last logits (B, V), mask (B, L), last position (B,)
+
+
+def _prefill(model: Any, seqs: list[list[int]], pad_id: int, device: torch.device) -> _Prefill:
+    """One forward over left-padded rows (every row's last real token at the end; positions counted
+    over real tokens only)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s):] = torch.tensor(s)
+        mask[i, width - len(s):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+    return out.cache, out.logits[:, -1], mask, pos[:, -1]
+
+
+def _select(part: _Prefill, index: torch.Tensor) -> _Prefill:
+    """Rows `index` of a prefill (a row may be taken several times)."""
+    cache, logits, mask, last = part
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys[index], layer.values[index]
+    return cache, logits[index], mask[index], last[index]
+
+
+def _concat(parts: list[_Prefill]) -> _Prefill:
+    """Prefills stacked on the batch dimension, the shorter ones left-padded (masked) to the longest."""
+    if len(parts) == 1:
+        return parts[0]
+    width = max(p[2].shape[1] for p in parts)
+    cache = parts[0][0]
+    for li, layer in enumerate(cache.layers):
+        keys, values = [], []
+        for c, _, mask, _ in parts:
+            pad = width - mask.shape[1]
+            k, v = c.layers[li].keys, c.layers[li].values  # (B, H, L, D)
+            keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
+            values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+        layer.keys, layer.values = torch.cat(keys), torch.cat(values)
+    mask = torch.cat([torch.nn.functional.pad(p[2], (width - p[2].shape[1], 0)) for p in parts])
+    return cache, torch.cat([p[1] for p in parts]), mask, torch.cat([p[3] for p in parts])
