@@ -7,8 +7,15 @@
 #             then skill 1.0 / 0.5 with a per-episode actuator bias 0.5 (60 each), data/pickplace_train.hdf5;
 #             20 episodes per skill 1.0 / 0.5 / 0.0 from other seeds, data/pickplace_heldout.hdf5.
 #             A rerun appends only what a file lacks.
-#   dynamics  train-wm --init-from assets:wm/pushcube, lr 3e-4, one core, MINUTES (default 80) per
-#             run; a rerun goes on from the run's train state up to STEPS (default 11000)
+#   learned   episodes of learned policies, so that the model sees how they fail: a flow and a
+#             diffusion state policy trained with another seed (2) than the zoo's on the expert's
+#             successes (data/pickplace_noisy.hdf5), 100 episodes of each of four checkpoints (flow
+#             300 / 1,000 / 3,000, diffusion 2,000: none of them a zoo policy) into
+#             data/pickplace/learned.hdf5, the expert file linked beside it as data/pickplace/expert.hdf5
+#             (train-wm reads a directory's files together; DATA=data/pickplace then trains on both)
+#   dynamics  train-wm --init-from $INIT (default assets:wm/pushcube), lr $LR (default 3e-4), one core,
+#             MINUTES (default 80) per run; a rerun goes on from the run's train state up to STEPS
+#             (default 11000)
 #   heads     the heads pass (1,500 steps, real-frame labels)
 #   export    float16 copy at $DST (default assets/wm/pickplace)
 #   fidelity  eval-wm on the held-out file (object error from the state head, PSNR by horizon)
@@ -22,6 +29,8 @@ RUN=${RUN:-runs/wm-pickplace}
 DST=${DST:-assets/wm/pickplace}
 OUT=${OUT:-runs/wm-pickplace-figures}
 STAGE=${STAGE:-all}
+DATA=${DATA:-data/pickplace_train.hdf5}
+INIT=${INIT:-assets:wm/pushcube}
 stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
 seed() { python -c "print($1 + int($2 * 10000))"; }
 expert() { echo "wmsuite.envs.experts:make_expert{\"env_id\": \"$ENV\", \"skill\": $1, \"seed\": $2, \"horizon\": 4, \"bias\": ${3:-0}}"; }
@@ -33,15 +42,32 @@ if stage data; then
   for s in 1.0 0.5; do collect $s 60 "$(seed 850000 $s)" data/pickplace_train.hdf5 0.5; done
   for s in 1.0 0.5 0.0; do collect $s 20 "$(seed 900000 $s)" data/pickplace_heldout.hdf5; done
 fi
+if stage learned; then
+  [ -e data/pickplace_noisy.hdf5 ] || wmsuite collect --env $ENV --policy expert --skill 0.9 --episodes 300 \
+      --seed 860000 --image-size 64 --out data/pickplace_noisy.hdf5
+  S=(--policy.cameras --policy.use-env-state --threads 1 --seed 2 --train.save-every 100)
+  [ -e runs/pp-flow-seed2/step_3000 ] || wmsuite train-policy --data data/pickplace_noisy.hdf5 \
+      --out runs/pp-flow-seed2 --policy.kind flow "${S[@]}" --train.steps 3000
+  [ -e runs/pp-diffusion-seed2/step_2000 ] || wmsuite train-policy --data data/pickplace_noisy.hdf5 \
+      --out runs/pp-diffusion-seed2 --policy.kind diffusion --policy.prediction-type epsilon "${S[@]}" --train.steps 2000
+  mkdir -p data/pickplace
+  [ -e data/pickplace/expert.hdf5 ] || ln -s ../pickplace_train.hdf5 data/pickplace/expert.hdf5
+  i=0
+  for ck in pp-flow-seed2/step_300 pp-flow-seed2/step_1000 pp-flow-seed2/step_3000 pp-diffusion-seed2/step_2000; do
+    wmsuite collect --env $ENV --policy "runs/$ck" --episodes 100 --seed $((870000 + 1000 * i)) --image-size 64 \
+        --num-envs 1 --out data/pickplace/learned.hdf5 --append
+    i=$((i + 1))
+  done
+fi
 if stage dynamics; then
   resume=(); [ -e "$RUN/latest/config.json" ] && resume=(--resume)
-  init=(--init-from assets:wm/pushcube); [ ${#resume[@]} -gt 0 ] && init=()
-  wmsuite train-wm --data data/pickplace_train.hdf5 --out "$RUN" "${init[@]}" --model.camera front --stage dynamics \
-      --dynamics.steps "${STEPS:-11000}" --dynamics.lr 3e-4 --dynamics.save-every 500 \
+  init=(--init-from "$INIT"); [ ${#resume[@]} -gt 0 ] && init=()
+  wmsuite train-wm --data "$DATA" --out "$RUN" "${init[@]}" --model.camera front --stage dynamics \
+      --dynamics.steps "${STEPS:-11000}" --dynamics.lr "${LR:-3e-4}" --dynamics.save-every 500 \
       --dynamics.max-minutes "${MINUTES:-80}" --seed 1 "${resume[@]}"
 fi
 if stage heads; then
-  wmsuite train-wm --data data/pickplace_train.hdf5 --out "$RUN" --stage heads --model.sampling-steps 3 \
+  wmsuite train-wm --data "$DATA" --out "$RUN" --stage heads --model.sampling-steps 3 \
       --heads-train.steps 1500 --heads.labels real --seed 1
 fi
 if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
