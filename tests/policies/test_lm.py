@@ -196,6 +196,13 @@ def test_partial_rollouts_stop_at_target_and_resume(task):
             assert r.tokens[:len(old_tokens)] == old_tokens and r.logprobs[:len(old_logp)] == old_logp
             assert r.recycled == len(old_tokens)
             assert was_finished or len(r.tokens) > len(old_tokens)
+    # tokens sampled after the carry-over have the log-probs of a full forward over prompt + all tokens
+    for g in done2:
+        for r in g.responses:
+            seq = torch.tensor(g.prompt + r.tokens)[None]
+            logp = torch.log_softmax(model(input_ids=seq).logits[0].float(), -1)
+            want = [float(logp[len(g.prompt) - 1 + t, tok]) for t, tok in enumerate(r.tokens)]
+            assert np.allclose(r.logprobs[r.recycled:], want[r.recycled:], atol=1e-4)
     # recycled tokens are flagged in the packed batch
     batch = pack_groups(done2, torch.rand(len(done2), 4))
     n_recycled = sum(r.recycled for g in done2 for r in g.responses)

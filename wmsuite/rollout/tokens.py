@@ -11,9 +11,10 @@ unfinished ones to be resumed later (recycling).
 
 - Batching: every unfinished response of every group is one row: its prompt and the tokens it has
   so far, left-padded, position ids counted over real tokens only, so a row's logits do not depend on
-  which rows share its batch. A group's responses that have no tokens yet share one prefill of its
-  prompt (its KV cache is repeated for each of them); responses carried over with tokens are
-  prefilled row by row. Then one cached step per token.
+  which rows share its batch. Each group's prompt is prefilled once and its KV cache repeated for
+  every response of the group; a response carried over with tokens feeds them again, under the
+  current model, in the batch's first steps (while the others sample). Then one cached step per
+  token; finished rows leave the batch.
 - Stopping: without `target_groups` the call returns when every response is finished; with it (partial
   rollouts, APRIL), as soon as that many groups are complete. Unfinished responses keep their tokens
   and behaviour log-probs and continue, under whatever model the caller passes next, when their
@@ -109,59 +110,66 @@ def generate(model: Any, groups: list[Group], cfg: SampleConfig,
 def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]], cfg: SampleConfig,
              generator: torch.Generator | None) -> None:
     device = next(model.parameters()).device
-    # Responses with no tokens yet share their group's prompt: it is prefilled once and its cache
-    # repeated for each of them; responses carried with tokens are prefilled row by row.
-    fresh = [(g, r) for g, r in rows if not r.tokens]
-    rows[:] = fresh + [(g, r) for g, r in rows if r.tokens]
-    prompts: dict[int, int] = {}  # group id -> index among the prompts prefilled once
-    for g, _ in fresh:
-        prompts.setdefault(id(g), len(prompts))
-    owners = {id(g): g for g, _ in fresh}
-    parts = []
-    if fresh:
-        shared = _prefill(model, [owners[k].prompt for k in prompts], cfg.pad_id, device)
-        parts.append(_select(shared, torch.tensor([prompts[id(g)] for g, _ in fresh], device=device)))
-    if len(fresh) < len(rows):
-        parts.append(_prefill(model, [g.prompt + r.tokens for g, r in rows[len(fresh):]], cfg.pad_id, device))
-    cache, logits, mask, last = _concat(parts)
-    budget = torch.tensor([cfg.max_new_tokens - len(r.tokens) for _, r in rows], device=device)
-    alive = budget > 0
-    for (_, r), a in zip(rows, alive.tolist()):
-        r.finished = r.finished or not a
+    # Each group's prompt is prefilled once and its cache repeated for every row of the group; a
+    # response carried over with tokens feeds them again (under this model) before it samples.
+    index: dict[int, int] = {}  # group id -> its prompt's row in the prefill
+    owners = {id(g): g for g, _ in rows}
+    for g, _ in rows:
+        index.setdefault(id(g), len(index))
+    rows_of = torch.tensor([index[id(g)] for g, _ in rows], device=device)
+    cache, logits, mask, last = _select(_prefill(model, [owners[k].prompt for k in index], cfg.pad_id, device), rows_of)
+    pending = [list(r.tokens) for _, r in rows]  # tokens to feed again, not to sample
+    fed = [0] * len(rows)
+    budget = [cfg.max_new_tokens - len(r.tokens) for _, r in rows]
+    for (_, r), b in zip(rows, budget):
+        r.finished = r.finished or b <= 0
     done_groups = sum(g.complete for g in groups)
-    row_group = [id(g) for g, _ in rows]
-    open_rows = {k: 0 for k in row_group}
-    for k, a in zip(row_group, alive.tolist()):
-        open_rows[k] += int(a)
-    taken = torch.zeros(len(rows), dtype=torch.long, device=device)
-    while bool(alive.any()):
+    open_rows: dict[int, int] = {}
+    for g, r in rows:
+        open_rows[id(g)] = open_rows.get(id(g), 0) + (not r.finished)
+    live = [i for i, (_, r) in enumerate(rows) if not r.finished]  # the row at each batch position
+    if len(live) < len(rows):
+        cache, logits, mask, last = _select((cache, logits, mask, last), torch.tensor(live, device=device))
+    taken = [0] * len(rows)
+    while live:
         if cfg.target_groups is not None and done_groups >= cfg.target_groups:
             break
-        logp = torch.log_softmax(logits.float() / (cfg.temperature or 1.0), -1)  # (B, V)
-        if cfg.temperature == 0:
-            tok = logp.argmax(-1)
-        else:
-            tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (B,)
-        tok_logp = logp.gather(1, tok[:, None]).squeeze(1)
-        taken += alive.long()
-        ended = alive & ((tok == cfg.eos_id) | (taken >= budget))
-        toks, logps, ends = tok.tolist(), tok_logp.tolist(), ended.tolist()  # one host copy per step
-        for i in torch.nonzero(alive).squeeze(1).tolist():
-            _, r = rows[i]
-            r.tokens.append(toks[i])
-            r.logprobs.append(logps[i])
-            if ends[i]:
+        toks: list[int] = []
+        logps: list[float] = []
+        if any(fed[i] >= len(pending[i]) for i in live):  # some row samples this step
+            logp = torch.log_softmax(logits.float() / (cfg.temperature or 1.0), -1)  # (B, V)
+            if cfg.temperature == 0:
+                tok = logp.argmax(-1)
+            else:
+                tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (B,)
+            toks, logps = tok.tolist(), logp.gather(1, tok[:, None]).squeeze(1).tolist()  # one host copy
+        feed, keep = [], []
+        for b, i in enumerate(live):
+            if fed[i] < len(pending[i]):
+                feed.append(pending[i][fed[i]])
+                fed[i] += 1
+                keep.append(b)
+                continue
+            g, r = rows[i]
+            r.tokens.append(toks[b])
+            r.logprobs.append(logps[b])
+            taken[i] += 1
+            if toks[b] == cfg.eos_id or taken[i] >= budget[i]:
                 r.finished = True
-                open_rows[row_group[i]] -= 1
-                done_groups += open_rows[row_group[i]] == 0
-        alive = alive & ~ended
-        if not bool(alive.any()):
+                open_rows[id(g)] -= 1
+                done_groups += open_rows[id(g)] == 0
+            else:
+                feed.append(toks[b])
+                keep.append(b)
+        if not keep:
             break
-        feed = torch.where(alive, tok, torch.full_like(tok, cfg.pad_id))
-        mask = torch.cat([mask, alive.long()[:, None]], 1)
-        last = last + alive.long()
-        out = model(input_ids=feed[:, None], attention_mask=mask, position_ids=last[:, None], cache=cache,
-                    use_cache=True)
+        if len(keep) < len(live):  # finished rows leave the batch
+            cache, _, mask, last = _select((cache, logits, mask, last), torch.tensor(keep, device=device))
+            live = [live[b] for b in keep]
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        last = last + 1
+        out = model(input_ids=torch.tensor(feed, device=device)[:, None], attention_mask=mask,
+                    position_ids=last[:, None], cache=cache, use_cache=True)
         cache, logits = out.cache, out.logits[:, -1]
 
 
@@ -189,21 +197,3 @@ def _select(part: _Prefill, index: torch.Tensor) -> _Prefill:
     for layer in cache.layers:
         layer.keys, layer.values = layer.keys[index], layer.values[index]
     return cache, logits[index], mask[index], last[index]
-
-
-def _concat(parts: list[_Prefill]) -> _Prefill:
-    """Prefills stacked on the batch dimension, the shorter ones left-padded (masked) to the longest."""
-    if len(parts) == 1:
-        return parts[0]
-    width = max(p[2].shape[1] for p in parts)
-    cache = parts[0][0]
-    for li, layer in enumerate(cache.layers):
-        keys, values = [], []
-        for c, _, mask, _ in parts:
-            pad = width - mask.shape[1]
-            k, v = c.layers[li].keys, c.layers[li].values  # (B, H, L, D)
-            keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
-            values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
-        layer.keys, layer.values = torch.cat(keys), torch.cat(values)
-    mask = torch.cat([torch.nn.functional.pad(p[2], (width - p[2].shape[1], 0)) for p in parts])
-    return cache, torch.cat([p[1] for p in parts]), mask, torch.cat([p[3] for p in parts])
