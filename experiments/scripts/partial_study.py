@@ -9,8 +9,10 @@
    batches (every group of a step finished before the update) and once with partial rollouts
    (prompts x over_provision groups in flight, the update as soon as --prompts are complete, the rest
    carried, recycled tokens importance-weighted). Same seed, same settings otherwise.
-3. Printed and written to OUT/metrics.json: finished groups per second of each mode (groups updated
-   on / the thread's CPU time of generation + update, one thread), their ratio (`partial_speedup`), the mean training reward
+3. Printed and written to OUT/metrics.json: finished groups per second of each mode in generation
+   (`rollout_groups_per_s`: groups updated on / the thread's CPU time in `generate`) and over whole
+   steps (`groups_per_s`: generation + update), their ratios (`partial_rollout_speedup`,
+   `partial_speedup`; one thread, CPU time, so other processes do not disturb them), the mean training reward
    over all updates and over the last quarter of each, greedy held-out accuracy at the end; per-update
    rewards in OUT/curves.json, the plot in OUT/partial_rollouts.png.
 """
@@ -64,7 +66,7 @@ def main() -> None:
         objective = GRPOObjective(model, cfg)
         source = GroupSource(task, model, cfg, max_new, seed=0)(0)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
-        rewards, lengths, seconds, groups = [], [], 0.0, 0
+        rewards, lengths, seconds, gen_seconds, groups = [], [], 0.0, 0.0, 0
         for u in range(args.updates):
             t0 = time.thread_time()  # one thread: CPU time, which other processes on the machine do not disturb
             batch = next(source)
@@ -74,6 +76,7 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             seconds += time.thread_time() - t0
+            gen_seconds += logs["gen_cpu_seconds"]
             groups += args.prompts
             rewards.append(logs["reward"])
             lengths.append(logs["response_tokens"])
@@ -82,17 +85,20 @@ def main() -> None:
                       f"recycled {logs['recycled_share']:.3f}, {groups / seconds:.1f} groups/s", flush=True)
         after = evaluate(model, task, problems, max_new)
         q = max(1, args.updates // 4)
-        results[mode] = {"groups_per_s": groups / seconds, "seconds": seconds, "mean_reward": float(np.mean(rewards)),
+        results[mode] = {"groups_per_s": groups / seconds, "seconds": seconds, "rollout_groups_per_s": groups / gen_seconds,
+                         "rollout_seconds": gen_seconds, "mean_reward": float(np.mean(rewards)),
                          "last_quarter_reward": float(np.mean(rewards[-q:])), "eval_before": before, "eval_after": after,
                          "mean_response_tokens": float(np.mean(lengths))}
         curves[mode] = rewards
         print(mode, json.dumps(results[mode]))
     metrics = {"partial_speedup": results["partial"]["groups_per_s"] / results["sync"]["groups_per_s"],
+               "partial_rollout_speedup": results["partial"]["rollout_groups_per_s"] / results["sync"]["rollout_groups_per_s"],
                **{f"{m}_{k}": v for m, r in results.items() for k, v in r.items() if not isinstance(v, dict)},
                **{f"{m}_eval_accuracy_after": r["eval_after"]["eval_accuracy"] for m, r in results.items()},
                "eval_accuracy_before": results["sync"]["eval_before"]["eval_accuracy"],
                "settings": {**vars(args), "lm": vars(lm)}}
-    print(f"partial rollouts: {metrics['partial_speedup']:.2f}x the finished groups per second of synchronous batches")
+    print(f"partial rollouts: {metrics['partial_rollout_speedup']:.2f}x the finished groups per second of synchronous "
+          f"batches in generation, {metrics['partial_speedup']:.2f}x over whole steps (generation + update)")
     (out / "curves.json").write_text(json.dumps(curves))
     write_metrics(out, metrics)
     try:

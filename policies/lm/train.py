@@ -69,9 +69,9 @@ class GroupSource:
             fresh = [self._group(p) for p in self.task.sample(rng, in_flight - len(carried))]
             was = self.model.training
             self.model.eval()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             done, carried = generate(self.model, carried + fresh, self.sample, gen)
-            seconds = time.perf_counter() - t0
+            seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
             self.model.train(was)
             batch_groups, extra = done[:self.cfg.prompts], done[self.cfg.prompts:]
             carried = extra + carried  # complete groups beyond the target wait for the next update
@@ -81,7 +81,7 @@ class GroupSource:
             packed = pack_groups(batch_groups, rewards, self.cfg.scale_rewards)
             lengths = [len(r.tokens) for g in batch_groups for r in g.responses]
             logs = {"reward": float(rewards.mean()), "accuracy": float(np.mean(acc)),
-                    "response_tokens": float(np.mean(lengths)), "gen_seconds": seconds,
+                    "response_tokens": float(np.mean(lengths)), "gen_seconds": seconds, "gen_cpu_seconds": cpu,
                     "groups_per_s": len(batch_groups) / max(seconds, 1e-9), "carried_groups": float(len(carried))}
             for _ in range(self.cfg.reuse):
                 yield packed, logs
