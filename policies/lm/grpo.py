@@ -10,8 +10,9 @@ predicted by the prompt's last position, which all N responses share.
 
 Per response token t of response i (DeepSeekMath's GRPO):
     ratio = exp(logp_theta(t) - logp_behaviour(t))
-    loss_t = -min(ratio * A_i, clip(ratio, 1 - eps, 1 + eps) * A_i) + beta * KL_k3(theta || ref)
-averaged over each response's tokens, then over responses. A_i = (r_i - mean(r)) / (std(r) + 1e-6) over
+    loss_t = -min(ratio * A_i, clip(ratio, 1 - eps, 1 + eps) * A_i) + beta * KL_k3(theta || ref) - c * H_t
+averaged over each response's tokens, then over responses (H_t: the entropy of token t's
+distribution, weighted by `entropy` = c, 0 by default). A_i = (r_i - mean(r)) / (std(r) + 1e-6) over
 the group (or r_i - mean without `scale_rewards`, Dr. GRPO's choice). The behaviour log-probs are
 those recorded when each token was sampled, so tokens a partial rollout recycled from an older model
 are importance-weighted against the model that really sampled them (CoPRIS); `recycled_is=False`
@@ -41,6 +42,9 @@ class GRPOConfig:
     """PPO clipping range eps of the ratio."""
     kl: float = 0.0
     """Weight beta of the k3 KL estimate to the initial model (0: no reference model)."""
+    entropy: float = 0.0
+    """Weight of a bonus on the entropy of each response token's distribution (0: none): keeps the N
+    responses of a group apart, where a collapsed policy makes every advantage 0."""
     scale_rewards: bool = True
     """Divide advantages by the group's reward std (GRPO); off: mean-centred only (Dr. GRPO)."""
     reuse: int = 1
@@ -58,9 +62,9 @@ class GRPOConfig:
             raise ValueError(f"need prompts >= 1 and group_size >= 2, got {self.prompts}, {self.group_size}")
         if not 0 < self.clip < 1:
             raise ValueError(f"clip must be in (0, 1), got {self.clip}")
-        if self.kl < 0 or self.temperature <= 0 or self.reuse < 1:
-            raise ValueError(f"need kl >= 0, temperature > 0 and reuse >= 1, got {self.kl}, {self.temperature}, "
-                             f"{self.reuse}")
+        if self.kl < 0 or self.entropy < 0 or self.temperature <= 0 or self.reuse < 1:
+            raise ValueError(f"need kl >= 0, entropy >= 0, temperature > 0 and reuse >= 1, got {self.kl}, "
+                             f"{self.entropy}, {self.temperature}, {self.reuse}")
         if self.over_provision < 1:
             raise ValueError(f"over_provision must be >= 1, got {self.over_provision}")
 
@@ -129,16 +133,19 @@ def pack_groups(groups: list[Group], rewards: torch.Tensor, scale_rewards: bool 
                        group_advantages(rewards.float(), scale_rewards).flatten())
 
 
-def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0, packed: bool = True) -> torch.Tensor:
-    """(M,) log-probs of the response tokens under `model`, through the op or the replicated batch."""
+def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0, packed: bool = True,
+                   entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """(M,) log-probs of the response tokens under `model`, through the op or the replicated batch;
+    with `entropy`, also the (M,) entropy of the distribution each token was drawn from."""
     logits = (packed_logits if packed else replicated_logits)(model, batch.ids, batch.layout)  # (T, V)
     logp = torch.log_softmax(logits[batch.pred].float() / temperature, -1)  # (M, V)
-    return logp.gather(1, batch.target[:, None]).squeeze(1)
+    chosen = logp.gather(1, batch.target[:, None]).squeeze(1)
+    return (chosen, -(logp.exp() * logp).sum(-1)) if entropy else chosen
 
 
 def grpo_loss(model, batch: PackedBatch, cfg: GRPOConfig, packed: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of one batch (see the module docstring) and its logs."""
-    logp = token_logprobs(model, batch, cfg.temperature, packed)  # (M,)
+    logp, ent = token_logprobs(model, batch, cfg.temperature, packed, entropy=True)  # (M,), (M,)
     old = batch.behaviour
     if not cfg.recycled_is:
         old = torch.where(batch.recycled, logp.detach(), old)
@@ -153,12 +160,14 @@ def grpo_loss(model, batch: PackedBatch, cfg: GRPOConfig, packed: bool = True) -
         d = batch.ref_logp - logp
         kl = torch.exp(d) - d - 1
         per_token = per_token + cfg.kl * kl
+    if cfg.entropy > 0:
+        per_token = per_token - cfg.entropy * ent
     n = batch.num_responses
     counts = torch.zeros(n).index_add_(0, batch.seq, torch.ones_like(logp))
     per_seq = torch.zeros(n, dtype=per_token.dtype).index_add(0, batch.seq, per_token) / counts.clamp(min=1)
     loss = per_seq.mean()
     with torch.no_grad():
         logs = {"loss": float(loss), "clip_frac": float(((ratio - 1).abs() > cfg.clip).float().mean()),
-                "kl": float(kl.mean()), "ratio_max": float(ratio.max()),
+                "kl": float(kl.mean()), "entropy": float(ent.mean()), "ratio_max": float(ratio.max()),
                 "recycled_share": float(batch.recycled.float().mean())}
     return loss, logs

@@ -134,6 +134,11 @@ def test_grpo_loss_by_hand(task):
     loss, _ = grpo_loss(model, batch, cfg)
     assert float(loss) == pytest.approx(float(expect), rel=1e-5)
     assert torch.allclose(group_advantages(torch.tensor([[1.0, 0.0]]), scale=False), torch.tensor([[0.5, -0.5]]))
+    # equal rewards leave only the entropy bonus: -c times the entropy of the one shared distribution
+    same = pack_groups([g], torch.tensor([[1.0, 1.0]]))
+    loss, logs = grpo_loss(model, same, GRPOConfig(entropy=0.1))
+    entropy = float(-(logp.exp() * logp).sum())
+    assert float(loss) == pytest.approx(-0.1 * entropy, rel=1e-5) and logs["entropy"] == pytest.approx(entropy, rel=1e-5)
 
 
 def test_generation_rows_do_not_depend_on_their_batch(task):
