@@ -20,6 +20,7 @@ with the task's tokenizer.json and `lm.json` (the LMConfig and task settings) be
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,17 +145,20 @@ def replicated_logits(model, ids: torch.Tensor, layout: SharedPrefixLayout) -> t
     return layout.pack(logits)
 
 
-def save_lm(model, path: str | Path, extra: dict[str, Any]) -> None:
-    """transformers' safetensors checkpoint plus `lm.json` (`extra`: LMConfig, task settings)."""
+def save_lm(model, path: str | Path, extra: dict[str, Any], tokenizer: Any = None) -> None:
+    """transformers' safetensors checkpoint plus `lm.json` (`extra`: LMConfig, task settings) and the
+    tokenizer's tokenizer.json, written beside and renamed into place."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp, safe_serialization=True)
     (tmp / "lm.json").write_text(json.dumps(extra, indent=2))
+    if tokenizer is not None:
+        tokenizer.save(str(tmp / "tokenizer.json"))
+    old = path.with_name(path.name + ".old")
     if path.exists():
-        import shutil
-
-        shutil.rmtree(path)
+        path.rename(old)  # the previous checkpoint stays whole until the new one is in place
     tmp.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def load_lm(path: str | Path):

@@ -271,7 +271,9 @@ def test_train_lm_cli_runs_and_resumes(tmp_path, capsys):
     assert extra["step"] == 2
     assert main([*args, "--train.steps", "4", "--resume"]) == 0
     rows = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
-    assert rows[-1]["step"] == 4
+    assert [r["step"] for r in rows] == [0, 2, 4]  # the resumed run's re-export of step 2 is not scored again
+    assert rows[2]["seconds"] >= rows[1]["seconds"]  # one clock across the resume
+    assert (out / "latest" / "tokenizer.json").exists()
     assert main([*args, "--train.steps", "4", "--grpo.clip", "0.3"]) == 2  # another recipe: refused
     assert "another train-lm run" in capsys.readouterr().err
 

@@ -63,7 +63,7 @@ class TrainLMConfig:
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     """GRPO settings."""
     train: TrainerConfig = field(default_factory=lambda: TrainerConfig(
-        steps=300, batch_size=1, lr=1e-3, warmup=10, min_lr_ratio=0.5, save_every=25, log_every=1))
+        steps=2000, batch_size=1, lr=3e-4, warmup=10, min_lr_ratio=0.5, save_every=25, log_every=1))
     """The trainer's settings (batch_size is unused: a step's batch is grpo.prompts groups)."""
 
     def __post_init__(self) -> None:
@@ -103,23 +103,25 @@ def run(cfg: TrainLMConfig) -> int:
         ref.requires_grad_(False).eval()
     problems = held_out(task, cfg.eval_problems, cfg.seed)
     extra = {"lm": to_dict(cfg.lm), "task": to_dict(cfg.task), "max_new_tokens": max_new}
-    start = time.time()
+    curve = out / "eval.jsonl"
+    rows = [json.loads(line) for line in curve.read_text().splitlines()] if curve.exists() else []
+    scored = {r["step"] for r in rows}  # a resumed run re-exports its last save: scored once
+    start = time.time() - (rows[-1]["seconds"] if rows else 0.0)  # the curve's clock goes on across resumes
 
     def export(step: int) -> None:
-        path = out / f"step_{step}"
-        save_lm(model, path, {**extra, "step": step})
-        task.tokenizer.save(str(path / "tokenizer.json"))
-        latest = out / "latest"
-        save_lm(model, latest, {**extra, "step": step})
-        task.tokenizer.save(str(latest / "tokenizer.json"))
+        for path in (out / f"step_{step}", out / "latest"):
+            save_lm(model, path, {**extra, "step": step}, tokenizer=task.tokenizer)
+        if step in scored:
+            return
+        scored.add(step)
         row = {"step": step, "seconds": time.time() - start, **evaluate(model, task, problems, max_new)}
-        with open(out / "eval.jsonl", "a") as f:
+        with open(curve, "a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"step {step}: {describe(row)}")
 
     log = RunLogger(cfg.out, config=to_dict(cfg))
     try:
-        if not (out / "eval.jsonl").exists():
+        if not rows:
             export(0)
         trainer = Trainer(cfg.out, device=cfg.device, seed=cfg.seed, logger=log)
         objective = GRPOObjective(model, cfg.grpo, ref, packed=cfg.packed)
