@@ -47,7 +47,7 @@ def main() -> None:
     out = Path(args.out)
     task = AdditionTask(AdditionConfig(digits=args.digits, lengths="long_tail"))
     max_new = task.cfg.max_answer_tokens
-    lm = LMConfig()
+    lm = LMConfig(max_positions=max(64, 3 * args.digits + 8))  # prompt a+b= and the longest answer
     start = out / "cold-start"
     if not (start / "lm.json").exists():
         model = build_lm(lm, task.vocab_size, task.pad_id, task.bos_id, task.eos_id, seed=0)

@@ -43,8 +43,8 @@ class AdditionConfig:
     """'exact' (1 for the exact answer) or 'digits' (the share of answer positions right, see the module)."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.digits <= 9:
-            raise ValueError(f"digits must be in 1..9, got {self.digits}")
+        if not 1 <= self.digits <= 18:  # operands are drawn as int64
+            raise ValueError(f"digits must be in 1..18, got {self.digits}")
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
         if self.lengths not in LENGTHS:
