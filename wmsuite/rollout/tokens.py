@@ -9,12 +9,11 @@ recorded), sub-sequences advance in one batch with a KV cache, each stops at its
 `max_new_tokens`), and a run can stop at a target count of finished episodes, handing back the
 unfinished ones to be resumed later (recycling).
 
-- Batching: every unfinished response of every group is one row: its prompt and the tokens it has
-  so far, left-padded, position ids counted over real tokens only, so a row's logits do not depend on
-  which rows share its batch. Each group's prompt is prefilled once and its KV cache repeated for
-  every response of the group; a response carried over with tokens feeds them again, under the
-  current model, in the batch's first steps (while the others sample). Then one cached step per
-  token; finished rows leave the batch.
+- Batching: every unfinished response of every group is one row. Each group's prompt is prefilled
+  once (prompts left-padded, position ids counted over real tokens only, so a row's logits do not
+  depend on which rows share its batch) and its KV cache repeated for every response of the group; a
+  response carried over with tokens feeds them again, under the current model, in the batch's first
+  steps (while the others sample). Then one cached step per token; finished rows leave the batch.
 - Stopping: without `target_groups` the call returns when every response is finished; with it (partial
   rollouts, APRIL), as soon as that many groups are complete. Unfinished responses keep their tokens
   and behaviour log-probs and continue, under whatever model the caller passes next, when their
