@@ -27,10 +27,12 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(6, 3.4))
     for run in args.runs:
         rows = [json.loads(line) for line in (Path(run) / "eval.jsonl").read_text().splitlines()]
-        digits = json.loads((Path(run) / "run.json").read_text())["identity"]["task"]["digits"]
+        identity = json.loads((Path(run) / "run.json").read_text())["identity"]
+        entropy = identity["grpo"].get("entropy", 0.0)
+        digits = f"{identity['task']['digits']}-digit" + (f", entropy {entropy:g}" if entropy else "")
         minutes = [r["seconds"] / 60 for r in rows]
-        ax.plot(minutes, [r["eval_reward"] for r in rows], label=f"{digits}-digit: reward")
-        ax.plot(minutes, [r["eval_accuracy"] for r in rows], "--", label=f"{digits}-digit: exact match")
+        ax.plot(minutes, [r["eval_reward"] for r in rows], label=f"{digits}: reward")
+        ax.plot(minutes, [r["eval_accuracy"] for r in rows], "--", label=f"{digits}: exact match")
         hit = next((r for r in rows if r["eval_reward"] >= args.bar), None)
         first, best = rows[0], max(rows, key=lambda r: r["eval_reward"])
         print(f"{run}: reward {first['eval_reward']:.3f} at step 0, best {best['eval_reward']:.3f} (accuracy "
