@@ -103,7 +103,9 @@ class PackedBatch:
 
 
 def pack_groups(groups: list[Group], rewards: torch.Tensor, scale_rewards: bool = True) -> PackedBatch:
-    """Lay complete groups out packed; `rewards` (G, N) per response."""
+    """Lay complete groups out packed; `rewards` (G, N) per response (every group has N responses)."""
+    if not groups:
+        raise ValueError("pack_groups needs at least one group")
     if any(not g.complete for g in groups):
         raise ValueError("pack_groups takes complete groups only (every response finished)")
     if tuple(rewards.shape) != (len(groups), len(groups[0].responses)):
@@ -127,7 +129,9 @@ def pack_groups(groups: list[Group], rewards: torch.Tensor, scale_rewards: bool 
             rec.extend([i < r.recycled for i in range(n)])
             at += n
             s += 1
-    as_long = lambda x: torch.tensor(x, dtype=torch.long)  # noqa: E731
+    def as_long(x: list[int]) -> torch.Tensor:
+        return torch.tensor(x, dtype=torch.long)
+
     return PackedBatch(as_long(ids), layout, as_long(pred), as_long(target), as_long(seq),
                        torch.tensor(beh, dtype=torch.float32), torch.tensor(rec, dtype=torch.bool),
                        group_advantages(rewards.float(), scale_rewards).flatten())
