@@ -127,7 +127,7 @@ def run(cfg: BenchGRPOConfig) -> int:
         return fn
 
     fns = {"packed": timed(True), "replicated": timed(False)}
-    # --- TRL's GRPOTrainer step on a copy of the model and the same batch (optional: bench_grpo_trl) ---
+    # TRL's GRPOTrainer step on a copy of the model and the same batch (optional: bench_grpo_trl)
     trl = None
     if not trl_available():
         skipped = "trl is not installed (pip install trl)"
@@ -137,7 +137,6 @@ def run(cfg: BenchGRPOConfig) -> int:
         skipped = None
         trl = trl_step(model, group, batch, grpo, lr=opt.defaults["lr"], weight_decay=opt.defaults["weight_decay"])
         fns["trl"] = trl.step
-    # --- end TRL ---
     t = time_interleaved(fns, cfg.repeats, "cpu")
     layout = batch.layout
     ideal = (model_flops(lm, cfg.vocab, layout.replicated_tokens, layout.attended_pairs(replicated=True))
@@ -148,27 +147,23 @@ def run(cfg: BenchGRPOConfig) -> int:
            "N": cfg.n, "P": cfg.prompt, "R": cfg.response, "hidden": cfg.hidden, "layers": cfg.layers,
            "heads": cfg.heads, "kv_heads": cfg.kv_heads, "threads": torch.get_num_threads(), "repeats": cfg.repeats,
            "clock": clock_for("cpu")[1]}
-    # --- TRL (see above) ---
     if trl is not None:
         row.update(ms_trl=1e3 * t["trl"], trl_over_packed=t["trl"] / t["packed"],
                    trl_loss_rel_error=abs(trl.loss - la) / max(abs(la), 1e-30),
                    trl_max_rel_grad_error=max(float((trl.grads[k] - ga[k]).norm() / ga[k].norm().clamp(min=1e-30))
                                               for k in ga))
-    # --- end TRL ---
     print(f"GRPO update step (loss, backward, AdamW), N={cfg.n} P={cfg.prompt} R={cfg.response}, Llama "
           f"{cfg.layers}x{cfg.hidden} ({cfg.heads}/{cfg.kv_heads} heads), {row['threads']} thread(s), "
           f"median of {cfg.repeats} ({row['clock']})")
     print(f"  packed {row['ms_packed']:.1f} ms, replicated {row['ms_replicated']:.1f} ms: speedup {speedup:.2f}x, "
           f"ideal {ideal:.2f}x, ratio {speedup / ideal:.2f}")
     print(f"  packed vs replicated: max relative gradient error {grad_err:.2e}, loss {loss_err:.2e}")
-    # --- TRL (see above) ---
     if trl is None:
         print(f"  TRL GRPOTrainer comparison skipped: {skipped}")
     else:
         print(f"  TRL GRPOTrainer step {row['ms_trl']:.1f} ms: {row['trl_over_packed']:.2f}x the packed step, "
               f"{t['trl'] / t['replicated']:.2f}x the replicated; TRL vs packed: max relative gradient error "
               f"{row['trl_max_rel_grad_error']:.2e}, loss {row['trl_loss_rel_error']:.2e}")
-    # --- end TRL ---
     if cfg.out:
         print(f"wrote {write_metrics(cfg.out, row)}")
     return 0
