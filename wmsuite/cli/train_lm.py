@@ -31,9 +31,7 @@ from wmsuite.policies.lm.grpo import GRPOConfig
 from wmsuite.policies.lm.model import LMConfig
 from wmsuite.policies.lm.task import AdditionConfig
 from wmsuite.runs import open_run
-from wmsuite.train import TrainerConfig
-
-RESUMABLE = ("steps", "max_minutes", "log_every", "save_every")
+from wmsuite.train import RESUMABLE, TrainerConfig
 
 
 @dataclass

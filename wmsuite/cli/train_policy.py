@@ -33,10 +33,7 @@ from wmsuite.logging import RunLogger
 from wmsuite.policies.config import METHODS, POLICY_TRAINER, PolicyConfig
 from wmsuite.runs import open_run
 from wmsuite.specs import file_digest, spec_fingerprint
-from wmsuite.train import TrainerConfig
-
-# Trainer fields a resumed run may change: how long it runs and how often it reports.
-RESUMABLE = ("steps", "max_minutes", "log_every", "save_every")
+from wmsuite.train import RESUMABLE, TrainerConfig
 
 
 @dataclass

@@ -109,6 +109,12 @@ def generate(model: Any, groups: list[Group], cfg: SampleConfig,
 def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]], cfg: SampleConfig,
              generator: torch.Generator | None) -> None:
     device = next(model.parameters()).device
+    for _, r in rows:  # a carried response may already be at its budget
+        r.finished = r.finished or len(r.tokens) >= cfg.max_new_tokens
+    done_groups = sum(g.complete for g in groups)
+    rows = [(g, r) for g, r in rows if not r.finished]
+    if not rows:
+        return
     # Each group's prompt is prefilled once and its cache repeated for every row of the group; a
     # response carried over with tokens feeds them again (under this model) before it samples.
     index: dict[int, int] = {}  # group id -> its prompt's row in the prefill
@@ -119,17 +125,10 @@ def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]]
     cache, logits, mask, last = _select(_prefill(model, [owners[k].prompt for k in index], cfg.pad_id, device), rows_of)
     pending = [list(r.tokens) for _, r in rows]  # tokens to feed again, not to sample
     fed = [0] * len(rows)
-    budget = [cfg.max_new_tokens - len(r.tokens) for _, r in rows]
-    for (_, r), b in zip(rows, budget):
-        r.finished = r.finished or b <= 0
-    done_groups = sum(g.complete for g in groups)
     open_rows: dict[int, int] = {}
-    for g, r in rows:
-        open_rows[id(g)] = open_rows.get(id(g), 0) + (not r.finished)
-    live = [i for i, (_, r) in enumerate(rows) if not r.finished]  # the row at each batch position
-    if len(live) < len(rows):
-        cache, logits, mask, last = _select((cache, logits, mask, last), torch.tensor(live, device=device))
-    taken = [0] * len(rows)
+    for g, _ in rows:
+        open_rows[id(g)] = open_rows.get(id(g), 0) + 1
+    live = list(range(len(rows)))  # the row at each batch position
     while live:
         if cfg.target_groups is not None and done_groups >= cfg.target_groups:
             break
@@ -152,8 +151,7 @@ def _advance(model: Any, groups: list[Group], rows: list[tuple[Group, Response]]
             g, r = rows[i]
             r.tokens.append(toks[b])
             r.logprobs.append(logps[b])
-            taken[i] += 1
-            if toks[b] == cfg.eos_id or taken[i] >= budget[i]:
+            if toks[b] == cfg.eos_id or len(r.tokens) >= cfg.max_new_tokens:
                 r.finished = True
                 open_rows[id(g)] -= 1
                 done_groups += open_rows[id(g)] == 0

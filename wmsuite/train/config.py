@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Trainer fields a resumed run may change: how long it runs and how often it reports. A run's identity
+# (wmsuite.runs) holds the others.
+RESUMABLE = ("steps", "max_minutes", "log_every", "save_every")
+
 
 @dataclass
 class TrainerConfig:
