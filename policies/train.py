@@ -58,7 +58,7 @@ def fit_windows(trainer: Trainer, policy: ChunkPolicy, data: Dataset, tcfg: Trai
     to out/step_<N> and out/latest with `extra` in its config."""
 
     def batches(start: int) -> Iterator[tuple[dict[str, Any], torch.Generator, int]]:
-        gen = torch.Generator(trainer.device).manual_seed(trainer.seed * 1_000_003 + start)  # the policy's noise
+        gen = torch.Generator(trainer.device).manual_seed(trainer.seed * 1_000_003 + start + (trainer.rank << 40))  # the policy's noise (each rank its own)
         loader = DataLoader(data, batch_size=tcfg.batch_size, num_workers=0, drop_last=len(data) >= tcfg.batch_size,
                             sampler=RandomSampler(data, generator=torch.Generator().manual_seed(trainer.seed + start)))
         step = start

@@ -3,6 +3,9 @@
     log = RunLogger(out_dir, config=to_dict(cfg), project="wmsuite", use_wandb=True)
     log.log({"loss": 0.3}, step=10)
     log.close()
+
+Under data-parallel training (wmsuite/train/dist.py) only rank 0 logs; on the other ranks a RunLogger
+writes nothing.
 """
 
 from __future__ import annotations
@@ -19,11 +22,16 @@ from wmsuite.runs import dumps_strict, write_json
 class RunLogger:
     def __init__(self, out_dir: str | Path, config: dict[str, Any] | None = None, project: str = "wmsuite",
                  use_wandb: bool = False, name: str | None = None) -> None:
+        from wmsuite.train import dist
+
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.out_dir / "metrics.jsonl", "a", buffering=1)  # noqa: SIM115
         self._start = time.time()
         self._wandb = None
+        self._file = None
+        if not dist.is_main():
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.out_dir / "metrics.jsonl", "a", buffering=1)  # noqa: SIM115
         if use_wandb:
             try:
                 import wandb
@@ -35,6 +43,8 @@ class RunLogger:
                                      dir=str(self.out_dir), reinit=True)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
+        if self._file is None:
+            return
         row = {"step": step, "time": round(time.time() - self._start, 3), **metrics}
         self._file.write(dumps_strict(row, indent=None) + "\n")
         if self._wandb is not None:
@@ -43,6 +53,8 @@ class RunLogger:
     def rewind(self, step: int, stage: str | None = None) -> None:
         """Forget the rows logged after `step` (of `stage` only: rows carrying `<stage>/lr`): a run
         resumed from a train state saved at `step`, or restarted, redoes those steps and logs them again."""
+        if self._file is None:
+            return
         path = self.out_dir / "metrics.jsonl"
         self._file.close()
         kept = []
@@ -61,7 +73,8 @@ class RunLogger:
         self._file = open(path, "a", buffering=1)  # noqa: SIM115
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None

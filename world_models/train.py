@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from wmsuite.checkpoint import load_checkpoint, save_checkpoint
-from wmsuite.train import BatchSource, FitResult, Objective, Trainer, TrainerConfig
+from wmsuite.train import BatchSource, FitResult, Objective, Trainer, TrainerConfig, dist
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec, codec_loss, make_codec, reconstruction_psnr
 from wmsuite.world_models.config import (
@@ -70,7 +70,9 @@ def train_codec(trainer: Trainer, frames: torch.Tensor, cfg: CodecConfig, tcfg: 
     info["reconstruction_psnr"] = min(reconstruction_psnr(codec, held.to(trainer.device)), 99.0)
     if trainer.logger is not None:
         trainer.logger.log({"codec/reconstruction_psnr": info["reconstruction_psnr"]}, step=int(info["steps"]))
-    save_codec(codec, trainer.out / "codec", info)
+    if trainer.is_main:
+        save_codec(codec, trainer.out / "codec", info)
+    dist.barrier()
     return codec
 
 

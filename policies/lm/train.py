@@ -54,17 +54,21 @@ class GRPOObjective(nn.Module):
 class GroupSource:
     """The trainer's batch source: `source(start_step)` -> endless (PackedBatch, logs) from rollouts."""
 
-    def __init__(self, task: AdditionTask, model: nn.Module, cfg: GRPOConfig, max_new_tokens: int, seed: int = 0):
-        self.task, self.model, self.cfg, self.seed = task, model, cfg, seed
+    def __init__(self, task: AdditionTask, model: nn.Module, cfg: GRPOConfig, max_new_tokens: int, seed: int = 0,
+                 rank: int = 0, world: int = 1):
+        if cfg.prompts % world:
+            raise ValueError(f"grpo.prompts {cfg.prompts} does not split over {world} processes; choose a multiple of {world}")
+        self.task, self.model, self.cfg, self.seed, self.rank = task, model, cfg, seed, rank
+        self.prompts = cfg.prompts // world  # under data-parallel training, this rank's share of the groups
         self.sample = SampleConfig(max_new_tokens=max_new_tokens, eos_id=task.eos_id, pad_id=task.pad_id,
                                    temperature=cfg.temperature,
-                                   target_groups=cfg.prompts if cfg.partial else None)
+                                   target_groups=self.prompts if cfg.partial else None)
 
     def __call__(self, start_step: int) -> Iterator[tuple[PackedBatch, dict[str, float]]]:
-        rng = np.random.default_rng([self.seed, start_step])
+        rng = np.random.default_rng([self.seed, start_step] + ([self.rank] if self.rank else []))  # rank 0 as alone
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         carried: list[Group] = []
-        in_flight = math.ceil(self.cfg.prompts * self.cfg.over_provision) if self.cfg.partial else self.cfg.prompts
+        in_flight = math.ceil(self.prompts * self.cfg.over_provision) if self.cfg.partial else self.prompts
         while True:
             fresh = [self._group(p) for p in self.task.sample(rng, in_flight - len(carried))]
             was = self.model.training
@@ -73,7 +77,7 @@ class GroupSource:
             done, carried = generate(self.model, carried + fresh, self.sample, gen)
             seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
             self.model.train(was)
-            batch_groups, extra = done[:self.cfg.prompts], done[self.cfg.prompts:]
+            batch_groups, extra = done[:self.prompts], done[self.prompts:]
             carried = extra + carried  # complete groups beyond the target wait for the next update
             rewards = torch.tensor([[self.task.reward(g.key, self.task.decode(r.tokens)) for r in g.responses]
                                     for g in batch_groups])

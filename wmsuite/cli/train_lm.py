@@ -31,7 +31,7 @@ from wmsuite.policies.lm.grpo import GRPOConfig
 from wmsuite.policies.lm.model import LMConfig
 from wmsuite.policies.lm.task import AdditionConfig
 from wmsuite.runs import open_run
-from wmsuite.train import RESUMABLE, TrainerConfig
+from wmsuite.train import RESUMABLE, TrainerConfig, dist
 
 
 @dataclass
@@ -81,6 +81,7 @@ def run(cfg: TrainLMConfig) -> int:
 
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
+    dist.init(cfg.device)  # a torchrun / accelerate launch: join its process group
     task = AdditionTask(cfg.task)
     max_new = cfg.max_new_tokens or cfg.task.max_answer_tokens
     if len(task.encode("9" * cfg.task.digits * 2 + "+=")) + max_new > cfg.lm.max_positions:
@@ -88,7 +89,7 @@ def run(cfg: TrainLMConfig) -> int:
     identity = {"seed": cfg.seed, "packed": cfg.packed, "max_new_tokens": max_new, "lm": to_dict(cfg.lm),
                 "task": to_dict(cfg.task), "grpo": to_dict(cfg.grpo),
                 "train": {k: v for k, v in to_dict(cfg.train).items() if k not in RESUMABLE}}
-    record = open_run(cfg.out, "train-lm", identity, force_new=cfg.force_new, adopt=cfg.resume)
+    record = dist.on_main(open_run, cfg.out, "train-lm", identity, force_new=cfg.force_new, adopt=cfg.resume)
     out = Path(cfg.out)
     state = out / "train_state" / "grpo"
     if record["resumed"] and is_checkpoint(state) and not cfg.resume:
@@ -119,12 +120,15 @@ def run(cfg: TrainLMConfig) -> int:
 
     log = RunLogger(cfg.out, config=to_dict(cfg))
     try:
-        if not rows:
+        if not rows and dist.is_main():
             export(0)
+        dist.barrier()
         trainer = Trainer(cfg.out, device=cfg.device, seed=cfg.seed, logger=log)
         objective = GRPOObjective(model, cfg.grpo, ref, packed=cfg.packed)
-        source = GroupSource(task, model, cfg.grpo, max_new, seed=cfg.seed)
-        result = trainer.fit("grpo", objective, cfg.train, source, export=export, resume=cfg.resume and is_checkpoint(state))
+        # each rank generates its own share of the groups, so the trainer does not split them
+        source = GroupSource(task, model, cfg.grpo, max_new, seed=cfg.seed, rank=trainer.rank, world=trainer.world)
+        result = trainer.fit("grpo", objective, cfg.train, source, export=export, resume=cfg.resume and is_checkpoint(state),
+                             shard=False)
     finally:
         log.close()
     print(f"trained to step {result.steps} in {result.seconds:.0f}s ({describe(result.logs)}); model: {cfg.out}/latest")

@@ -33,7 +33,7 @@ from wmsuite.logging import RunLogger
 from wmsuite.policies.config import METHODS, POLICY_TRAINER, PolicyConfig
 from wmsuite.runs import open_run
 from wmsuite.specs import file_digest, spec_fingerprint
-from wmsuite.train import RESUMABLE, TrainerConfig
+from wmsuite.train import RESUMABLE, TrainerConfig, dist
 
 
 @dataclass
@@ -97,6 +97,7 @@ def run(cfg: TrainPolicyConfig) -> int:
 
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
+    dist.init(cfg.device)  # a torchrun / accelerate launch: join its process group
     for path in (cfg.data, *cfg.rollouts):
         if not Path(path).exists():
             raise FileNotFoundError(f"{path} does not exist; record episodes with `wmsuite collect`")
@@ -111,7 +112,7 @@ def run(cfg: TrainPolicyConfig) -> int:
     if cfg.rollouts or init is not None:
         identity.update(rollouts=[file_digest(p) for p in cfg.rollouts], method=cfg.method, critic_warmup=cfg.critic_warmup,
                         init=spec_fingerprint(cfg.init) if init is not None else {})
-    record = open_run(cfg.out, "train-policy", identity, force_new=cfg.force_new, adopt=cfg.resume)
+    record = dist.on_main(open_run, cfg.out, "train-policy", identity, force_new=cfg.force_new, adopt=cfg.resume)
     state = Path(cfg.out) / "train_state" / "policy"
     if record["resumed"] and is_checkpoint(state) and not cfg.resume:
         raise FileExistsError(f"{cfg.out} already holds this training run; pass --resume to go on with it, "

@@ -39,7 +39,7 @@ from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
 from wmsuite.runs import open_run
 from wmsuite.specs import file_digest
-from wmsuite.train import Trainer, TrainerConfig
+from wmsuite.train import Trainer, TrainerConfig, dist
 from wmsuite.world_models.config import (
     CodecConfig,
     DistillConfig,
@@ -169,6 +169,7 @@ def data_files(data: str) -> list[Path]:
 def run(cfg: TrainWMConfig) -> int:
     files = data_files(cfg.data)
     seed_everything(cfg.seed)
+    dist.init(cfg.device)  # a torchrun / accelerate launch: join its process group
     out = Path(cfg.out)
     going_on = cfg.resume or cfg.stage in ("dynamics", "heads")  # stages that build on what --out holds
     identity = {"data": file_digest(cfg.data), "seed": cfg.seed, "drop_bad": cfg.drop_bad,
@@ -178,7 +179,7 @@ def run(cfg: TrainWMConfig) -> int:
         identity["teacher"] = _model_digest(teacher, "--distill.teacher")
     # the warm start is where a run began, not a setting its later stages repeat: kept in the record's state
     state = {"init_from": cfg.init_from, "init_from_digest": _model_digest(cfg.init_from, "--init-from")} if cfg.init_from else None
-    record = open_run(out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on, state=state)
+    record = dist.on_main(open_run, out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on, state=state)
     done = {"all": is_checkpoint(out / "latest") or (out / "train_state").exists(), "heads": False,
             "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest"),
             "distill": (out / "train_state" / "distill").exists()}[cfg.stage]

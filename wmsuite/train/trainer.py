@@ -17,7 +17,9 @@ starts them, so a run killed at any moment and resumed ends with the weights of 
 the metrics rows logged after the last save are dropped on resume, as those steps are redone.
 A non-finite loss or gradient norm stops the run with `TrainingDivergedError` before the step is
 applied, so no NaN weights are ever saved.
-Devices and (later) data-parallel processes come from HF accelerate's `Accelerator`.
+Devices and data-parallel processes come from HF accelerate's `Accelerator`: launched by torchrun or
+`accelerate launch`, each rank trains on its slice of every global batch (`shard=True`, see
+wmsuite/train/dist.py) under DDP, rank 0 alone logs, saves and exports, and every rank stops together.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tqdm.auto import tqdm
 
 from wmsuite.checkpoint import is_checkpoint
 from wmsuite.logging import RunLogger
+from wmsuite.train import dist
 from wmsuite.train.config import TrainerConfig
 from wmsuite.train.state import WeightAverage, load_train_state, save_train_state
 
@@ -89,18 +92,25 @@ class Trainer:
 
     def __init__(self, out: str | Path, device: str = "cpu", seed: int = 0, logger: RunLogger | None = None,
                  progress: bool = True) -> None:
-        from accelerate import Accelerator
+        from accelerate import Accelerator, DistributedDataParallelKwargs
 
-        self.out, self.seed, self.logger, self.progress = Path(out), seed, logger, progress
-        self.accelerator = Accelerator(cpu=not str(device).startswith("cuda"))
-        self.device = self.accelerator.device
+        dist.init(str(device))
+        self.out, self.seed, self.progress = Path(out), seed, progress
+        # find_unused_parameters: a stage may leave some trained parameters out of a step's loss
+        self.accelerator = Accelerator(cpu=not str(device).startswith("cuda"),
+                                       kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
+        self.device = self.accelerator.device  # cpu:<rank> under gloo, which safetensors refuses: plain cpu
+        self.device = torch.device("cpu") if self.device.type == "cpu" else self.device
+        self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
+        self.is_main = self.accelerator.is_main_process
+        self.logger = logger if self.is_main else None  # rank 0 alone writes metrics
 
     def state_dir(self, name: str) -> Path:
         return self.out / "train_state" / name
 
     def fit(self, name: str, module: nn.Module, cfg: TrainerConfig, batches: BatchSource,
             export: Callable[[int], None] | None = None, resume: bool = False, start_step: int = 0,
-            overwrite: bool = False, log_offset: int = 0) -> FitResult:
+            overwrite: bool = False, log_offset: int = 0, shard: bool = True) -> FitResult:
         """Train `module` as stage `name` up to cfg.steps.
 
         resume: go on from out/train_state/<name>/ (an error if there is none). Otherwise a stage that
@@ -108,6 +118,8 @@ class Trainer:
         current weights, such as a fine-tuning pass). `start_step`: the step a fresh optimizer starts
         counting at (training on from an exported checkpoint without its train state).
         `log_offset` is added to the step of every metrics row (a stage logged after another).
+        `shard`: with several processes, each trains on its slice of every batch the source yields
+        (`dist.shard`); off for a source that already yields this rank's own batches.
         """
         state_dir = self.state_dir(name)
         if resume and not is_checkpoint(state_dir):
@@ -129,31 +141,39 @@ class Trainer:
             print(f"{name}: resuming at step {step} from {state_dir}")
         if self.logger is not None:  # rows an interrupted attempt logged past this point are redone
             self.logger.rewind(log_offset + step, stage=name)
-        if resume:  # an export is never ahead of its train state; this repairs one a kill left behind
+        if resume and self.is_main:  # an export is never ahead of its train state; this repairs one a kill left behind
             self._export(module, average, step, export)
+        dist.barrier()
         if step >= cfg.steps:
             print(f"{name}: already at step {step} of {cfg.steps}; nothing to train")
             return FitResult(step)
         if begin >= cfg.steps:
             raise ValueError(f"{name}: a schedule restarted at step {begin} needs steps > {begin}, got {cfg.steps}")
+        raw = module  # saved, exported and averaged; `module` below may be its DDP wrapper
         module, optimizer = self.accelerator.prepare(module, optimizer)
-        torch.manual_seed(self.seed + step)
+        self._seed(step)
         source = batches(step)
         saved_at = step
         meta = {"name": name, "schedule_begin": begin, "trainer": vars(cfg)}
         start, first, logs = time.time(), step, {}
-        bar = tqdm(total=cfg.steps, initial=step, desc=name, unit="step", disable=not self.progress)
+        bar = tqdm(total=cfg.steps, initial=step, desc=name, unit="step", disable=not (self.progress and self.is_main))
         out_of_time = False
         try:
             while step < cfg.steps:
                 lr = lr_at(step, cfg, begin)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                loss, logs = module(_to_device(next(source), self.device))
+                batch = next(source)
+                if shard and self.world > 1:
+                    batch = dist.shard(batch, self.rank, self.world)
+                loss, logs = module(_to_device(batch, self.device))
                 optimizer.zero_grad(set_to_none=True)
                 self.accelerator.backward(loss)
                 grad_norm = self.accelerator.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else None
-                if not torch.isfinite(loss.detach()) or (grad_norm is not None and not torch.isfinite(grad_norm)):
+                finite = bool(torch.isfinite(loss.detach())) and (grad_norm is None or bool(torch.isfinite(grad_norm)))
+                out_of_time = self.is_main and bool(cfg.max_minutes) and time.time() - start > 60 * cfg.max_minutes
+                diverged, out_of_time = dist.any_rank(not finite, out_of_time)  # every rank stops together
+                if diverged:
                     raise TrainingDivergedError(
                         f"{name}: the loss is {float(loss.detach()):.4g} (gradient norm {float(grad_norm or 0):.4g}) at step "
                         f"{step + 1}; stopped before applying it, the last saved state is step {saved_at}. Non-finite "
@@ -161,10 +181,10 @@ class Trainer:
                 optimizer.step()
                 step += 1
                 if average is not None:
-                    average.update(module, step)
+                    average.update(raw, step)
                 bar.update(1)
-                out_of_time = bool(cfg.max_minutes) and time.time() - start > 60 * cfg.max_minutes
                 if step % cfg.log_every == 0 or step == cfg.steps or out_of_time:
+                    logs = dist.mean_over_ranks(logs)
                     row = {**logs, f"{name}/lr": lr, f"{name}/steps_per_s": (step - first) / (time.time() - start)}
                     if grad_norm is not None:
                         row[f"{name}/grad_norm"] = float(grad_norm)
@@ -173,17 +193,23 @@ class Trainer:
                     if "loss" in logs:
                         bar.set_postfix(loss=f"{logs['loss']:.4f}")
                 if step % cfg.save_every == 0 or step == cfg.steps or out_of_time:
-                    self._save(state_dir, module, optimizer, average, step, meta, export)
+                    if self.is_main:
+                        self._save(state_dir, raw, optimizer, average, step, meta, export)
+                    dist.barrier()  # no rank goes on (or ends) before the save is on disk
                     saved_at = step
-                    torch.manual_seed(self.seed + step)  # what a run resumed from this state starts with
+                    self._seed(step)  # what a run resumed from this state starts with
                     source = batches(step)
                 if out_of_time:
                     print(f"{name}: the {cfg.max_minutes} min budget is spent at step {step}; saved")
                     break
         finally:
             bar.close()
-        module.eval()
+        raw.eval()
         return FitResult(step, logs, time.time() - start, out_of_time)
+
+    def _seed(self, step: int) -> None:
+        """Torch's RNG at `step` (noise drawn inside losses): rank 0 as on one process, each other rank its own stream."""
+        torch.manual_seed(self.seed + step + 1_000_003 * self.rank)
 
     def _save(self, state_dir: Path, module: nn.Module, optimizer: torch.optim.Optimizer,
               average: WeightAverage | None, step: int, meta: dict[str, Any],
