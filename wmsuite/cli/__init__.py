@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "select": ("wmsuite.cli.select", "choose a learned simulator on a zoo's validation split, report on its test split"),
     "zoo": ("wmsuite.cli.zoo", "build the policy zoo of a task (policies whose success spans the whole range)"),
     "convert": ("wmsuite.cli.convert", "convert episodes between HDF5 and LeRobotDataset"),
-    "bench": ("wmsuite.cli.bench", "benchmarks: envs, wm, policies, attention"),
+    "bench": ("wmsuite.cli.bench", "benchmarks: envs, wm, policies, attention, grpo, ray"),
 }
 
 # what -> module for `wmsuite bench <what>`.
@@ -39,6 +39,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "policies": ("wmsuite.cli.bench_policies", "action-chunk inference latency per policy and step count"),
     "attention": ("wmsuite.cli.bench_attention", "shared-prefix attention vs replicated SDPA"),
     "grpo": ("wmsuite.cli.bench_grpo", "a GRPO update step, packed groups vs the replicated batch"),
+    "ray": ("wmsuite.cli.bench_ray", "rollout throughput with simulator workers on Ray vs the local engine"),
 }
 
 

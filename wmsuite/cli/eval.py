@@ -22,6 +22,7 @@ import re
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from wmsuite.cli.eval_setup import (
 from wmsuite.eval_harness.abstention import plot_curves
 from wmsuite.eval_harness.evaluate import EvalSetup, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
-from wmsuite.rollout import RolloutConfig, rollout
+from wmsuite.rollout import Backend, RolloutConfig, rollout
 from wmsuite.runs import open_run
 from wmsuite.specs import file_digest, resolve_asset, spec_fingerprint, trust_code
 
@@ -115,7 +116,15 @@ class EvalConfig:
     toward where the objects are). No effect for tasks whose probe names no fixed state."""
     parallel: bool = True
     """Run the real simulator's episodes in a worker process while the world model runs (where the
-    machine has two cores or more). The records are those of a sequential run (--no-parallel)."""
+    machine has two cores or more; not with --backend ray, whose actors run them). The records are
+    those of a sequential run (--no-parallel)."""
+    backend: Literal["local", "ray"] = "local"
+    """Where the real simulator's sub-environments run: 'local' (this machine's processes) or 'ray'
+    (Ray actors; the same seeds give the same episodes; wmsuite/rollout/ray_env.py)."""
+    ray_workers: int = 2
+    """With --backend ray: actors the sub-environments are spread over."""
+    ray_address: str | None = None
+    """With --backend ray: a running Ray cluster to join ('auto' or 'HOST:6379'); unset starts a local one."""
     device: str = "cpu"
     """Torch device for the world model and learned policies."""
     out: str = "runs/eval-pushcube"
@@ -129,6 +138,7 @@ class EvalConfig:
         from wmsuite.world_models.env import JUDGES
 
         check_precision(self.precision)
+        Backend(self.backend, self.ray_workers, self.ray_address)  # validates the backend fields
         if self.split not in ("all", "validation", "test"):
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
         if self.judge not in (*JUDGES, "auto"):
@@ -179,7 +189,7 @@ def run(cfg: EvalConfig) -> int:
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
                       seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
                       make_env=make_env_factory(cfg, model, back), act_every=chunk,
-                      real_episodes=cfg.real_episodes or None, trust_score=trust_score, parallel=cfg.parallel)
+                      real_episodes=cfg.real_episodes or None, trust_score=trust_score, parallel=cfg.parallel and cfg.backend == "local")
     metrics = evaluate(setup, out)
     if trust_score is not None:  # which calibrator scored the episodes (it is not part of the run's identity)
         metrics["calibration"] = {"path": str(trust_score.path), "sha256": file_digest(trust_score.path)}

@@ -2,5 +2,6 @@
 
 from wmsuite.rollout.engine import RolloutConfig, make_vector_env, rollout
 from wmsuite.rollout.intervene import Intervention
+from wmsuite.rollout.ray_env import Backend, RayVectorEnv
 
-__all__ = ["Intervention", "RolloutConfig", "make_vector_env", "rollout"]
+__all__ = ["Backend", "Intervention", "RayVectorEnv", "RolloutConfig", "make_vector_env", "rollout"]

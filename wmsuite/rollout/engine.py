@@ -47,6 +47,7 @@ from tqdm.auto import tqdm
 
 from wmsuite.policy import query_chunk, takes_env_indices
 from wmsuite.rollout.intervene import Intervention
+from wmsuite.rollout.ray_env import Backend
 from wmsuite.types import Episode
 
 
@@ -88,15 +89,20 @@ class RolloutConfig:
 
 
 def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
-                    env_kwargs: dict[str, Any] | None = None) -> gym.vector.VectorEnv:
+                    env_kwargs: dict[str, Any] | None = None, backend: Backend | None = None) -> gym.vector.VectorEnv:
     """A VectorEnv with autoreset disabled; async workers create their env inside the worker.
 
     `env_id` may carry the module that registers it (`"pkg.module:Ns/Name-v0"`); wmsuite's own ids
     (`wmsuite/...`) get `wmsuite.envs` as that module, so workers started by spawn find them too.
+    `backend`: Backend("ray", workers=W) puts the sub-environments in Ray actors (ray_env.py).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     full_id = checked_env_id(env_id)
+    if backend is not None and backend.kind == "ray":
+        from wmsuite.rollout.ray_env import RayVectorEnv
+
+        return RayVectorEnv(_EnvFactory(full_id, dict(env_kwargs or {})), num_envs, backend.workers, backend.address)
     fns = [_EnvFactory(full_id, dict(env_kwargs or {})) for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.DISABLED
     if asynchronous and num_envs > 1:
