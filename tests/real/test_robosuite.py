@@ -247,4 +247,4 @@ def test_eval_wm_on_lift_through_its_probe_at_84_px(tmp_path):
 
 def test_the_lift_zoo_spans_success_and_reads_as_a_manifest():
     """assets/zoo/lift.json (experiments/scripts/expert_zoo.py --task lift)."""
-    check_expert_zoo("assets:zoo/lift.json", env_id("Lift"), rerun="expert-skill1")
+    check_expert_zoo("assets:zoo/lift.json", env_id("Lift"), rerun="expert-skill1", episodes=12)
