@@ -25,8 +25,9 @@ import torch
 T = TypeVar("T")
 
 
-class RankFailedError(RuntimeError):
-    """Rank 0 failed in a step every rank waits on; its own traceback names the cause."""
+class RankFailedError(ValueError):
+    """Rank 0 failed in a step every rank waits on; rank 0 reports the cause (the other ranks print
+    this one line, as for any bad input)."""
 
 
 def world_size() -> int:
