@@ -29,7 +29,7 @@ def main() -> None:
         rows = [json.loads(line) for line in (Path(run) / "eval.jsonl").read_text().splitlines()]
         identity = json.loads((Path(run) / "run.json").read_text())["identity"]
         entropy = identity["grpo"].get("entropy", 0.0)
-        digits = f"{identity['task']['digits']}-digit" + (f", entropy {entropy:g}" if entropy else "")
+        digits = f"{Path(run).name} ({identity['task']['digits']}-digit" + (f", entropy {entropy:g})" if entropy else ")")
         minutes = [r["seconds"] / 60 for r in rows]
         ax.plot(minutes, [r["eval_reward"] for r in rows], label=f"{digits}: reward")
         ax.plot(minutes, [r["eval_accuracy"] for r in rows], "--", label=f"{digits}: exact match")
