@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wmsuite.cli.common import check_env_id, resolve_policy
+from wmsuite.cli.common import check_env_id, resolve_policy, seed_everything
 from wmsuite.logging import write_metrics
 from wmsuite.rollout import Backend, RolloutConfig, make_vector_env, rollout
 
@@ -62,6 +62,9 @@ CONFIG = BenchRayConfig
 
 def run(cfg: BenchRayConfig) -> int:
     check_env_id(cfg.env)
+    # the policy's modules (torch, diffusers and the triton they import) load before any renderer:
+    # triton loaded after Mesa's EGL crashes the process
+    resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=0)
     modes = ["local", *(f"ray{w}" for w in sorted(set(cfg.workers)))]
     seconds: dict[str, list[float]] = {m: [] for m in modes}
     actions: dict[str, list[np.ndarray]] = {}
@@ -71,6 +74,7 @@ def run(cfg: BenchRayConfig) -> int:
                                   backend=None if m == "local" else Backend("ray", int(m[3:]), cfg.address))
             try:
                 env.reset(seed=0)  # the actors are up and their envs built before the clock starts
+                seed_everything(0)  # a learned policy's noise: every mode draws the same
                 policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=0)
                 start = time.perf_counter()
                 eps = list(rollout(policy, env, RolloutConfig(episodes=cfg.episodes, seed=0, progress=False,
