@@ -21,12 +21,12 @@ WORKER = str(Path(__file__).with_name("ddp_worker.py"))
 ROOT = Path(__file__).parents[2]
 
 
-def _run(args: list[str], procs: int = 2) -> subprocess.CompletedProcess:
-    """`args` launched by torchrun on `procs` processes."""
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    """`args` launched by torchrun on 2 processes."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *args]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
@@ -43,7 +43,7 @@ def test_two_processes_take_one_process_steps_and_resume(tmp_path):
         if procs == 1:
             ddp_worker.main(str(out), 4, False)
         else:
-            _run([WORKER, str(out), "4"], procs)
+            _run([WORKER, str(out), "4"])
         weights[procs, 4] = _weights(out)
         ddp_worker.main(str(out), 6, True)  # another process count than the one that saved the state
         weights[procs, 6] = _weights(out)
@@ -82,8 +82,8 @@ def test_training_commands_under_torchrun(tmp_path):
     run = tmp_path / "policy"
     args = ["-m", "wmsuite", "train-policy", "--data", str(data), "--out", str(run), "--train.batch-size", "8",
             "--train.save-every", "2", "--train.log-every", "1", *TINY_ARGS, "--threads", "1"]
-    _run([*args, "--train.steps", "2"], 2)
-    _run([*args, "--train.steps", "4", "--resume"], 2)
+    _run([*args, "--train.steps", "2"])
+    _run([*args, "--train.steps", "4", "--resume"])
     assert load_policy(run).cfg.kind == "flow" and (run / "step_4").is_dir()
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3, 4]  # rank 0 alone logs
@@ -92,14 +92,14 @@ def test_training_commands_under_torchrun(tmp_path):
     lm = tmp_path / "lm"
     _run(["-m", "wmsuite", "train-lm", "--out", str(lm), "--threads", "1", "--lm.hidden", "32", "--lm.mlp", "64",
           "--grpo.prompts", "4", "--grpo.group-size", "4", "--eval-problems", "16", "--train.save-every", "2",
-          "--train.steps", "2"], 2)
+          "--train.steps", "2"])
     rows = [json.loads(line) for line in (lm / "eval.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 2] and load_lm(lm / "latest")[1]["step"] == 2
 
     wm = tmp_path / "wm"
     _run(["-m", "wmsuite", "train-wm", "--data", str(data), "--out", str(wm), "--model.channels", "16", "16",
           "--codec.image-size", "16", "--dynamics.batch-size", "4", "--dynamics.steps", "2", "--dynamics.save-every", "2",
-          "--heads-train.steps", "2", "--heads-train.batch-size", "8", "--heads.generated-windows", "16"], 2)
+          "--heads-train.steps", "2", "--heads-train.batch-size", "8", "--heads.generated-windows", "16"])
     from wmsuite.world_models import load_world_model
 
     assert load_world_model(wm).cfg.channels == (16, 16)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -90,4 +89,3 @@ def test_collect_and_eval_with_ray_workers_record_the_local_episodes(tmp_path):
     assert main([*args, "--out", str(tmp_path / "eval-ray"), "--backend", "ray", "--ray-workers", "2"]) == 0
     local, remote = _records(tmp_path / "eval-local" / "episodes.jsonl"), _records(tmp_path / "eval-ray" / "episodes.jsonl")
     assert len(local) == 2 and local == remote
-    assert gym.spec(ENV) is not None

@@ -24,18 +24,17 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from wmsuite.cli.common import check_env_id, resolve_policy, seed_everything
+from wmsuite.cli.common import SimBackendFlags, check_env_id, resolve_policy, seed_everything
 from wmsuite.data import count_episodes
 from wmsuite.data.stream import EpisodeStream, merged_indices
-from wmsuite.rollout import Backend, Intervention, RolloutConfig, make_vector_env, rollout
+from wmsuite.rollout import Intervention, RolloutConfig, make_vector_env, rollout
 from wmsuite.runs import ensure_writable, open_run
 from wmsuite.specs import check_trust, spec_fingerprint, trust_code
 
 
 @dataclass
-class CollectConfig:
+class CollectConfig(SimBackendFlags):
     env: str = "wmsuite/PushCube-v0"
     """Gymnasium id of the environment."""
     policy: str = "expert"
@@ -71,13 +70,6 @@ class CollectConfig:
     which the expert takes over."""
     intervene_steps: int = 8
     """Actions the expert keeps control for once it takes over (rounded up to whole chunks)."""
-    backend: Literal["local", "ray"] = "local"
-    """Where the real simulator's sub-environments run: 'local' (this machine's processes) or 'ray'
-    (Ray actors; the same seeds give the same episodes; wmsuite/rollout/ray_env.py)."""
-    ray_workers: int = 2
-    """With --backend ray: actors the sub-environments are spread over."""
-    ray_address: str | None = None
-    """With --backend ray: a running Ray cluster to join ('auto' or 'HOST:6379'); unset starts a local one."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -88,7 +80,7 @@ class CollectConfig:
             raise ValueError(f"skill must be in [0, 1], got {self.skill}")
         if self.image_size < 8:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
-        Backend(self.backend, self.ray_workers, self.ray_address)  # validates the backend fields
+        self.sim_backend()  # validates the backend flags
         if not self.intervene_threshold >= 0 or self.intervene_steps < 1:
             raise ValueError(f"need intervene_threshold >= 0 and intervene_steps >= 1, got "
                              f"{self.intervene_threshold}, {self.intervene_steps}")
@@ -143,7 +135,7 @@ def run(cfg: CollectConfig) -> int:
     began, successes, steps, intervened = time.perf_counter(), 0, 0, 0
     if len(done) < cfg.episodes:
         env = make_vector_env(cfg.env, cfg.num_envs, env_kwargs={"image_size": cfg.image_size},
-                              backend=Backend(cfg.backend, cfg.ray_workers, cfg.ray_address))
+                              backend=cfg.sim_backend())
         try:
             for ep in rollout(policy, env, rcfg, skip=done, intervene=guard):
                 stream.add(ep)

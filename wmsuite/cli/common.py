@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import random
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from wmsuite.checkpoint import is_checkpoint
 from wmsuite.policy import load_object
+from wmsuite.rollout import Backend
 from wmsuite.specs import trust_code as trust_code_flag
 
 POLICY_SPEC_HELP = (
@@ -102,3 +104,20 @@ def check_precision(precision: str) -> None:
     """A --precision flag: '' (the world model's own), 'float32' or 'bfloat16'."""
     if precision not in ("", "float32", "bfloat16"):
         raise ValueError(f"--precision must be float32 or bfloat16 (or empty: the checkpoint's), got {precision!r}")
+
+
+@dataclass
+class SimBackendFlags:
+    """The flags of the commands that run a real simulator (collect, eval) for where it runs."""
+
+    backend: Literal["local", "ray"] = "local"
+    """Where the real simulator's sub-environments run: 'local' (this machine's processes) or 'ray'
+    (Ray actors; the same seeds give the same episodes; wmsuite/rollout/ray_env.py)."""
+    ray_workers: int = 2
+    """With --backend ray: actors the sub-environments are spread over."""
+    ray_address: str | None = None
+    """With --backend ray: a running Ray cluster to join ('auto' or 'HOST:6379'); unset starts a local one."""
+
+    def sim_backend(self) -> Backend:
+        """The flags as the rollout engine's `Backend` (validating them)."""
+        return Backend(self.backend, self.ray_workers, self.ray_address)

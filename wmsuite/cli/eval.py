@@ -22,11 +22,10 @@ import re
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
-from wmsuite.cli.common import check_env_id, check_precision
+from wmsuite.cli.common import SimBackendFlags, check_env_id, check_precision
 from wmsuite.cli.eval_setup import (
     _holds_static,
     calibrated_trust,
@@ -40,13 +39,13 @@ from wmsuite.cli.eval_setup import (
 from wmsuite.eval_harness.abstention import plot_curves
 from wmsuite.eval_harness.evaluate import EvalSetup, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
-from wmsuite.rollout import Backend, RolloutConfig, rollout
+from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.runs import open_run
 from wmsuite.specs import file_digest, resolve_asset, spec_fingerprint, trust_code
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(SimBackendFlags):
     env: str = "wmsuite/PushCube-v0"
     """Gymnasium id of the real simulator."""
     zoo: str = "assets:zoo/pushcube.json"
@@ -118,13 +117,6 @@ class EvalConfig:
     """Run the real simulator's episodes in a worker process while the world model runs (where the
     machine has two cores or more; not with --backend ray, whose actors run them). The records are
     those of a sequential run (--no-parallel)."""
-    backend: Literal["local", "ray"] = "local"
-    """Where the real simulator's sub-environments run: 'local' (this machine's processes) or 'ray'
-    (Ray actors; the same seeds give the same episodes; wmsuite/rollout/ray_env.py)."""
-    ray_workers: int = 2
-    """With --backend ray: actors the sub-environments are spread over."""
-    ray_address: str | None = None
-    """With --backend ray: a running Ray cluster to join ('auto' or 'HOST:6379'); unset starts a local one."""
     device: str = "cpu"
     """Torch device for the world model and learned policies."""
     out: str = "runs/eval-pushcube"
@@ -138,7 +130,7 @@ class EvalConfig:
         from wmsuite.world_models.env import JUDGES
 
         check_precision(self.precision)
-        Backend(self.backend, self.ray_workers, self.ray_address)  # validates the backend fields
+        self.sim_backend()  # validates the backend flags
         if self.split not in ("all", "validation", "test"):
             raise ValueError(f"--split must be all, validation or test, got {self.split!r}")
         if self.judge not in (*JUDGES, "auto"):

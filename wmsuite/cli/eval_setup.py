@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from wmsuite.cli.common import resolve_policy
 from wmsuite.eval_harness.abstention import CalibratedTrust
 from wmsuite.eval_harness.evaluate import PolicyEntry
-from wmsuite.rollout import Backend, make_vector_env
+from wmsuite.rollout import make_vector_env
 from wmsuite.specs import CALIBRATION, check_trust, is_code_spec, resolve_asset, trust_code
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ class EnvFactory:
         cfg = self.cfg
         if sim == "real":
             return make_vector_env(cfg.env, cfg.num_envs, asynchronous=False, env_kwargs=self.env_kwargs,
-                                   backend=Backend(cfg.backend, cfg.ray_workers, cfg.ray_address))
+                                   backend=cfg.sim_backend())
         if self.model is None:
             raise RuntimeError("this env factory was pickled without its world model; it makes real envs only")
         probe = task_probe(cfg.env)
