@@ -106,7 +106,7 @@ class MujocoTaskEnv(gym.Env):
         largest = max(self.image_size, self.render_size)
         self.model.vis.global_.offwidth = max(self.model.vis.global_.offwidth, largest)
         self.model.vis.global_.offheight = max(self.model.vis.global_.offheight, largest)
-        self._renderers: dict[int, mujoco.Renderer] = {}
+        self._renderers: dict[tuple[int, bool], mujoco.Renderer] = {}  # (size, depth) -> renderer
 
         n = len(self.ACTION_NAMES)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(n,), dtype=np.float32)
@@ -206,22 +206,47 @@ class MujocoTaskEnv(gym.Env):
         q[c + 3 : c + 7] = quat
     def render_camera(self, camera: str, size: int) -> np.ndarray:
         """Render one camera of the current state, (size, size, 3) uint8 (a new array every call)."""
-        renderer = self._renderers.get(size)
+        renderer = self._renderer(size, depth=False)
+        renderer.update_scene(self.data, camera=camera)
+        return renderer.render()
+
+    def render_depth(self, camera: str, size: int) -> np.ndarray:
+        """Depth of one camera's view, (size, size) float32 metres along its optical axis (z-depth, as
+        `camera_geometry`'s intrinsics back-project it)."""
+        renderer = self._renderer(size, depth=True)
+        renderer.update_scene(self.data, camera=camera)
+        return renderer.render().astype(np.float32)
+
+    def camera_geometry(self, camera: str, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(intrinsics (3, 3), camera-to-world pose (4, 4)) of `camera` now, for (size, size) images, in
+        the OpenCV convention: x right, y down, z along the view; pixel (row r, column c) has its
+        centre at (u, v) = (c + 0.5, r + 0.5). MuJoCo's cameras look along their -z with y up."""
+        cam = self.model.camera(camera)
+        focal = (size / 2) / np.tan(np.deg2rad(float(cam.fovy[0])) / 2)
+        intrinsics = np.array([[focal, 0.0, size / 2], [0.0, focal, size / 2], [0.0, 0.0, 1.0]])
+        pose = np.eye(4)
+        pose[:3, :3] = self.data.cam_xmat[cam.id].reshape(3, 3) @ np.diag([1.0, -1.0, -1.0])
+        pose[:3, 3] = self.data.cam_xpos[cam.id]
+        return intrinsics, pose
+
+    def _renderer(self, size: int, depth: bool) -> mujoco.Renderer:
+        renderer = self._renderers.get((size, depth))
         if renderer is None:
             try:
-                renderer = self._renderers[size] = mujoco.Renderer(self.model, size, size)
+                renderer = self._renderers[size, depth] = mujoco.Renderer(self.model, size, size)
             except Exception as err:  # mujoco raises FatalError or a GL error from the platform layer
                 raise RuntimeError(
                     f"cannot create a MuJoCo offscreen renderer ({err}). Headless machines need "
                     "MUJOCO_GL=egl set before mujoco is first imported: export MUJOCO_GL=egl, or import "
                     "wmsuite.envs before mujoco. To run without pixels pass cameras=() to the env."
                 ) from err
+            if depth:
+                renderer.enable_depth_rendering()
             _LIVE_ENVS.add(self)
             if not _EXIT_HOOK:
                 atexit.register(_close_live_envs)
                 _EXIT_HOOK.append(True)
-        renderer.update_scene(self.data, camera=camera)
-        return renderer.render()
+        return renderer
 
     def _observation(self) -> dict[str, Any]:
         obs: dict[str, Any] = {

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from wmsuite.envs import pick_place, push_cube, push_two_cubes, robosuite_env
+from wmsuite.envs import pick_place, push_cube, push_cube_ego, push_two_cubes, robosuite_env
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,13 @@ PROBES: dict[str, TaskProbe] = _probes(
               others_xy_from_frames=push_two_cubes.detect_green_cube_xy, perturb_start=_nudge_cube,
               reach=PUSHER_REACH,
               static_state=slice(8, 12)),
+    # PushCube's spaces on the large table (push_cube_ego.py); the detector reads the fixed top camera
+    TaskProbe(env_id="wmsuite/PushCubeEgo-v0", camera="top", action_dim=2, agent_dim=2, env_state_dim=6,
+              agent_xy=slice(0, 2), object_xy=slice(0, 2),
+              success_from_env_state=push_cube.is_success_from_env_state,
+              object_xy_from_frames=push_cube_ego.detect_cube_xy, perturb_start=_nudge_cube,
+              reach=PUSHER_REACH,
+              static_state=slice(4, 6)),
     # agent_pos (9,) eef pos, eef quat, fingers; environment_state (10,) robosuite's Lift object-state
     # (cube pos, cube quat, gripper-to-cube); OSC_POSE actions (6) + gripper (robosuite_env.py)
     TaskProbe(env_id=robosuite_env.env_id("Lift"), camera="agentview", action_dim=7, agent_dim=9,

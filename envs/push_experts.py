@@ -155,3 +155,42 @@ def _clearance(start: np.ndarray, end: np.ndarray, point: np.ndarray) -> float:
     seg = end - start
     u = float(np.clip((point - start) @ seg / max(float(seg @ seg), 1e-12), 0.0, 1.0))
     return float(np.linalg.norm(start + u * seg - point))
+
+
+class PushCubeEgoExpert(PushCubeExpert):
+    """PushCube's expert on the large table, seen through the riding camera: first it goes to look at
+    the goal (scouting, round the cube if the cube is in the way), then it pushes the cube there, which
+    brings the camera back to the goal some twenty or more steps after it left. Its extra failure mode
+    misremembers pushes the cube to a point 15-25 cm off the goal (what an agent that forgot where
+    the goal was would do)."""
+
+    ENV_ID = "wmsuite/PushCubeEgo-v0"
+    FAILURE_MODES = ("wrong_side", "freeze", "early_stop", "misremember")
+    SCOUTED = 0.05  # m, pusher to goal centre at which the goal counts as seen
+    CRUISE = 0.8  # the scouting move's largest action norm (of the pusher's full speed)
+
+    def _begin(self, mem: dict[str, Any], rng: np.random.Generator) -> None:
+        super()._begin(mem, rng)
+        mem["scouted"] = False
+        angle = rng.uniform(-np.pi, np.pi)
+        mem["goal_error"] = (rng.uniform(0.15, 0.25) * np.array([np.cos(angle), np.sin(angle)])
+                             if mem["mode"] == "misremember" else np.zeros(2))
+
+    def _act(self, agent_pos: np.ndarray, env_state: np.ndarray, mem: dict[str, Any]) -> np.ndarray | None:
+        pusher, cube, goal = agent_pos[:2], env_state[:2], env_state[4:6]
+        if not mem["scouted"]:
+            if float(np.linalg.norm(goal - pusher)) < self.SCOUTED:
+                mem["scouted"] = True
+            else:
+                target = goal
+                if _clearance(pusher, goal, cube) < 0.09:  # the cube is in the way: pass beside it
+                    side = pusher - cube - ((pusher - cube) @ (goal - pusher)) * (goal - pusher) / max(
+                        float((goal - pusher) @ (goal - pusher)), 1e-12)
+                    norm = float(np.linalg.norm(side))
+                    side = side / norm if norm > 1e-6 else np.array([-(goal - pusher)[1], (goal - pusher)[0]]) / max(
+                        float(np.linalg.norm(goal - pusher)), 1e-12)
+                    target = cube + 0.12 * side
+                move = (target - pusher) / PC_SCALE
+                return move * min(1.0, self.CRUISE / max(float(np.linalg.norm(move)), 1e-12))
+        remembered = np.clip(goal + mem["goal_error"], -0.4, 0.4)
+        return super()._act(agent_pos, np.concatenate([env_state[:4], remembered]), mem)

@@ -13,16 +13,19 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import wmsuite.envs
-from wmsuite.envs import ENV_IDS, make_env, pick_place, push_cube, push_two_cubes
+from wmsuite.envs import ENV_IDS, make_env, pick_place, push_cube, push_cube_ego, push_two_cubes
 from wmsuite.envs.experts import make_expert
 
 MODULES = {"wmsuite/PushCube-v0": push_cube, "wmsuite/PickPlace-v0": pick_place,
-           "wmsuite/PushTwoCubes-v0": push_two_cubes}
+           "wmsuite/PushTwoCubes-v0": push_two_cubes, "wmsuite/PushCubeEgo-v0": push_cube_ego}
 CAMERAS = {"wmsuite/PushCube-v0": ("top",), "wmsuite/PickPlace-v0": ("front", "wrist"),
-           "wmsuite/PushTwoCubes-v0": ("top",)}
+           "wmsuite/PushTwoCubes-v0": ("top",), "wmsuite/PushCubeEgo-v0": ("ego", "top")}
 DIMS = {"wmsuite/PushCube-v0": (2, 2, 6), "wmsuite/PickPlace-v0": (4, 4, 6),  # action, agent_pos, env_state
-        "wmsuite/PushTwoCubes-v0": (2, 2, 12)}
-MAX_STEPS = {"wmsuite/PushCube-v0": 80, "wmsuite/PickPlace-v0": 120, "wmsuite/PushTwoCubes-v0": 200}
+        "wmsuite/PushTwoCubes-v0": (2, 2, 12), "wmsuite/PushCubeEgo-v0": (2, 2, 6)}
+MAX_STEPS = {"wmsuite/PushCube-v0": 80, "wmsuite/PickPlace-v0": 120, "wmsuite/PushTwoCubes-v0": 200,
+             "wmsuite/PushCubeEgo-v0": 160}
+EXTRA_INFO = {"wmsuite/PushCubeEgo-v0": {"camera_pose"}}
+"""info keys a task adds to {"is_success", "task", "sim_state"}."""
 
 
 def test_registry_is_idempotent_and_complete():
@@ -60,7 +63,8 @@ def test_spaces_and_observations_are_as_documented(env_id):
     np.testing.assert_array_equal(info["sim_state"], env.unwrapped.get_sim_state())
     assert env.render().shape == (40, 40, 3)
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-    assert obs in env.observation_space and set(info) == {"is_success", "task", "sim_state"}
+    assert obs in env.observation_space
+    assert set(info) == {"is_success", "task", "sim_state"} | EXTRA_INFO.get(env_id, set())
     env.close()
 
     state_only = make_env(env_id, cameras=())
@@ -120,7 +124,7 @@ def test_sim_state_replays_an_episode_exactly(env_id):
 
 
 def test_bad_input_gets_a_clear_error():
-    known = "known ids: wmsuite/PushCube-v0, wmsuite/PickPlace-v0, wmsuite/PushTwoCubes-v0"
+    known = "known ids: wmsuite/PushCube-v0, wmsuite/PickPlace-v0, wmsuite/PushTwoCubes-v0, wmsuite/PushCubeEgo-v0"
     with pytest.raises(ValueError, match=known):
         make_env("wmsuite/PushBall-v0")
     env = make_env("wmsuite/PushCube-v0", cameras=())
@@ -159,7 +163,7 @@ def _oracle_success(env_id: str, env) -> bool:
             inside.append(np.linalg.norm(cube[:2] - data.geom_xpos[goal.id][:2]) < goal.size[0])
         return bool(all(inside))
     cube = data.xpos[model.body("cube").id]
-    if env_id == "wmsuite/PushCube-v0":
+    if env_id in ("wmsuite/PushCube-v0", "wmsuite/PushCubeEgo-v0"):
         goal = model.geom("goal")
         centre = data.geom_xpos[goal.id]
         return bool(np.linalg.norm(cube[:2] - centre[:2]) < goal.size[0])

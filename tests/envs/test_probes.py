@@ -18,7 +18,7 @@ from wmsuite.envs.experts import make_expert
 # Bodies the simulator moves: env id -> (agent body, object body). A built-in task added without an
 # entry here fails the tests below, as one added without a probe does.
 BODIES = {"wmsuite/PushCube-v0": ("pusher", "cube"), "wmsuite/PickPlace-v0": ("hand", "cube"),
-          "wmsuite/PushTwoCubes-v0": ("pusher", "cube_red")}
+          "wmsuite/PushTwoCubes-v0": ("pusher", "cube_red"), "wmsuite/PushCubeEgo-v0": ("pusher", "cube")}
 OTHER_BODIES = {"wmsuite/PushTwoCubes-v0": ("cube_green",)}
 """The bodies of each probe's `others_xy`, in order."""
 
@@ -31,7 +31,7 @@ def test_every_built_in_task_has_a_probe_and_every_probe_a_registered_task():
 
 
 def test_an_unknown_id_names_itself_and_the_known_ones():
-    known = r"'wmsuite/Nope-v0'.*wmsuite/PushCube-v0, wmsuite/PickPlace-v0, wmsuite/PushTwoCubes-v0"
+    known = r"'wmsuite/Nope-v0'.*wmsuite/PushCube-v0, wmsuite/PickPlace-v0, wmsuite/PushTwoCubes-v0, wmsuite/PushCubeEgo"
     with pytest.raises(ValueError, match=known):
         get_probe("wmsuite/Nope-v0")
 
