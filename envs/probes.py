@@ -67,6 +67,13 @@ class TaskProbe:
     """environment_state entries the task keeps fixed through an episode (a goal's position): the
     learned simulator holds them at their real start values instead of reading them off generated
     frames (world_models/env.py); None where the task keeps none fixed."""
+    moving_camera: str | None = None
+    """A camera that moves with the agent (PushCubeEgo's "ego"), whose geometry the spatial memory
+    needs; None where every camera is fixed."""
+    moving_camera_fovy: float | None = None
+    """The moving camera's vertical field of view in degrees (square images)."""
+    moving_camera_pose: Callable[[np.ndarray], np.ndarray] | None = None
+    """(..., D) agent_pos -> (..., 4, 4) the moving camera's camera-to-world pose (OpenCV convention)."""
     moving_threshold: float = 0.01
     """Metres the object must travel over a chunk for the window to count as one where it moves (contact
     figures, moving-window sampling): above the detector's error, below a push's travel."""
@@ -88,6 +95,9 @@ class TaskProbe:
                 ("object_xy", self.env_state_dim, xy) for xy in self.objects_xy)):
             if len(range(dim)[xy]) != 2:
                 raise ValueError(f"{self.env_id}: {name} must pick 2 of the {dim} entries, got {xy}")
+        if (self.moving_camera is None) != (self.moving_camera_fovy is None) or \
+                (self.moving_camera is None) != (self.moving_camera_pose is None):
+            raise ValueError(f"{self.env_id}: moving_camera, moving_camera_fovy and moving_camera_pose go together")
         if not 0 < self.head_on_offset <= self.glancing_offset:
             raise ValueError(f"{self.env_id}: need 0 < head_on_offset <= glancing_offset, got "
                              f"{self.head_on_offset}, {self.glancing_offset}")
@@ -168,7 +178,8 @@ PROBES: dict[str, TaskProbe] = _probes(
               success_from_env_state=push_cube.is_success_from_env_state,
               object_xy_from_frames=push_cube_ego.detect_cube_xy, perturb_start=_nudge_cube,
               reach=PUSHER_REACH,
-              static_state=slice(4, 6)),
+              static_state=slice(4, 6), moving_camera="ego", moving_camera_fovy=push_cube_ego.EGO_FOVY,
+              moving_camera_pose=push_cube_ego.ego_pose),
     # agent_pos (9,) eef pos, eef quat, fingers; environment_state (10,) robosuite's Lift object-state
     # (cube pos, cube quat, gripper-to-cube); OSC_POSE actions (6) + gripper (robosuite_env.py)
     TaskProbe(env_id=robosuite_env.env_id("Lift"), camera="agentview", action_dim=7, agent_dim=9,

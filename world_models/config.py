@@ -83,6 +83,11 @@ class WorldModelConfig:
     conditioning, so that one model serves several tasks (LIBERO's files each hold one task and its
     instruction); None: sized from the data (256 when its episodes carry two instructions or more,
     else 0); 0: no instruction."""
+    memory_frames: int = 0
+    """M: past frames the spatial memory (world_models/memory.py) retrieves for each step, reprojected
+    into the newest context frame's camera and given to the denoiser beside the context, each with a
+    mask of where it sees; 0: no memory (the baseline). Needs a task whose probe defines the moving
+    camera's geometry (PushCubeEgo)."""
     attention: bool = False
     """Self-attention in the UNet's lower-resolution blocks (off: at the coarsest level the
     convolutions already see the whole latent frame, and attention makes every step slower)."""
@@ -192,6 +197,8 @@ class WorldModelConfig:
                      "cycle_stage_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.memory_frames < 0:
+            raise ValueError(f"memory_frames must be >= 0 (0: no memory), got {self.memory_frames}")
         if self.instruction_buckets is not None and self.instruction_buckets < 0:
             raise ValueError(f"instruction_buckets must be >= 0 (or None: from the data), got {self.instruction_buckets}")
         if self.action_dim is not None and self.action_dim < 1:

@@ -22,6 +22,7 @@ from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec, stack_cameras
 from wmsuite.world_models.config import camera_names
+from wmsuite.world_models.memory import MemoryGeometry, episode_retrievals, reproject
 from wmsuite.world_models.model import LatentWorldModel, instruction_tokens
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
@@ -68,7 +69,8 @@ class LatentWindows:
     """Training windows over latents: the core WindowDataset's items, frames replaced by latents."""
 
     def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int,
-                 instruction_buckets: int | None = None) -> None:
+                 instruction_buckets: int | None = None, memory_frames: int = 0,
+                 geometry: MemoryGeometry | None = None, image_size: int = 0, padded_size: int = 0) -> None:
         self.k, self.h = context, chunk
         self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
                                      cameras=[])
@@ -77,6 +79,17 @@ class LatentWindows:
         # per episode (W,) word ids of its task instruction, for a model that reads them (buckets > 0); else None
         self.instructions = (instruction_tokens([ep.task for ep in episodes], instruction_buckets)
                              if instruction_buckets else None)
+        # spatial memory: per episode its camera poses (T+1, 4, 4) and, per newest context frame, the
+        # memory_frames frame indices retrieved for it (T+1, M), -1 where a slot is empty
+        self.memory_frames, self.geometry = memory_frames, geometry
+        self.image_size, self.padded_size = image_size, padded_size or image_size
+        if memory_frames:
+            if geometry is None or image_size < 1:
+                raise ValueError("memory_frames > 0 needs the task's camera geometry (MemoryGeometry, from its probe) "
+                                 "and the frames' image size")
+            self.poses = [np.asarray(geometry.pose_fn(ep.state), np.float64) for ep in episodes]
+            self.retrieved = [episode_retrievals(p, geometry, image_size, context, memory_frames)
+                              for p in tqdm(self.poses, desc="memory: retrieve", unit="ep", leave=False)]
 
     @functools.cached_property
     def moving(self) -> torch.Tensor:
@@ -117,10 +130,25 @@ class LatentWindows:
         out["context"], out["future"] = torch.stack(ctx), torch.stack(fut)
         if self.instructions is not None:
             out["instruction"] = self.instructions[[int(it["episode_index"]) for it in items]]  # (B, W)
+        if self.memory_frames:
+            out["memory"] = self._memory(items)
         if span:
             out.update(history=torch.stack(hist), history_actions=torch.stack(hist_act),
                        history_valid=torch.tensor(hist_valid), history_target=torch.stack(hist_tgt))
         return out
+
+
+    def _memory(self, items: list[dict]) -> torch.Tensor:
+        """(B, M, C+1, s, s): each window's retrieved frames reprojected into its newest context frame's camera."""
+        lat, src, dst = [], [], []
+        for it in items:
+            e, t = int(it["episode_index"]), int(it["t"])
+            idx = torch.from_numpy(self.retrieved[e][t])  # (M,)
+            lat.append(self.latents[e][idx.clamp_min(0)] * (idx >= 0).view(-1, 1, 1, 1))
+            src.append(torch.from_numpy(self.poses[e][idx.clamp_min(0).numpy()]) * (idx >= 0).view(-1, 1, 1))
+            dst.append(torch.from_numpy(self.poses[e][t]))
+        return reproject(torch.stack(lat), torch.stack(src), torch.stack(dst), self.geometry, self.image_size,
+                         self.padded_size)
 
 
 @torch.no_grad()

@@ -52,6 +52,10 @@
   and reports `trust/idm_stop` 1.0 on that step (0.0 on the others): the frames no longer show the
   actions given, so nothing after them is evidence about the policy. The caller decides what such an
   episode counts as (`wmsuite eval` measures it both as a failure and as an abstention).
+- A model trained with a spatial memory (memory_frames > 0) gets `memory_geometry`, the task's moving
+  camera: each sub-env keeps the memory of its episode (memory.LatentMemory; reset with it), offered
+  the real start frame and every generated frame, posed by the agent position the heads read; each
+  step's chunk is generated with the frames it retrieves.
 - Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
   or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
 - Autoreset is disabled (Gymnasium's AutoresetMode.DISABLED): reset finished sub-envs with
@@ -76,6 +80,7 @@ from wmsuite.rollout.engine import env_spec
 from wmsuite.world_models.codec import split_cameras, stack_cameras
 from wmsuite.world_models.config import camera_names
 from wmsuite.world_models.contexts import ContextSource, GymResetContext, Observation
+from wmsuite.world_models.memory import LatentMemory, MemoryGeometry
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import check_backward_model, round_trip_error
@@ -121,7 +126,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
                  tracking: ObjectTracking | None = None, static_state: slice | None = None,
                  round_trip: bool = False, idm_stop: float | None = None,
-                 start_reading: slice | None = None, round_trip_model: LatentWorldModel | None = None) -> None:
+                 start_reading: slice | None = None, round_trip_model: LatentWorldModel | None = None,
+                 memory_geometry: MemoryGeometry | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -145,6 +151,9 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if start_reading is not None and not range(model.cfg.env_state_dim)[start_reading]:
             raise ValueError(f"start_reading {start_reading} picks no entry of the model's "
                              f"{model.cfg.env_state_dim}-d environment_state")
+        if model.cfg.memory_frames and memory_geometry is None:
+            raise ValueError("this world model reads a spatial memory (memory_frames > 0): pass memory_geometry, the "
+                             "task's moving camera (wmsuite.cli.common.memory_geometry builds it from the probe)")
         if round_trip_model is not None and not round_trip:
             raise ValueError("round_trip_model plays episodes back for the round trip; add round_trip=True")
         if round_trip:
@@ -190,6 +199,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._gen = torch.Generator(device=device).manual_seed(seed)
         self._back_gen = torch.Generator(device=device).manual_seed(seed)  # the backward passes' own noise
         self._seed_rng = np.random.default_rng(seed)
+        # the spatial memory of each sub-env's episode (memory.py), for a model that reads one
+        self.memory = LatentMemory(model, memory_geometry, num_envs) if model.cfg.memory_frames else None
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -223,6 +234,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             # each row's oldest frame repeated to fill K, then encoded: (m, K, C, s, s)
             self.state.assign(rows, WorldModelState.from_frames(self.model, frames, device=self.device, tasks=tasks))
             self._start_latent[rows] = self.state.context[rows, -1]
+            if self.memory is not None:
+                self.memory.reset(rows, self._start_latent[rows], np.stack(states))
             self._frames[rows] = np.stack([f[-1] for f in frames])
             self._agent_pos[rows] = np.stack(states)
             if self._env_state.shape[1]:
@@ -247,7 +260,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         act = act.clamp(float(self.single_action_space.low.min()), float(self.single_action_space.high.max()))
         model, before = self.model, self.state
         with torch.no_grad():
-            lat, self.state = rollout(model, before, act, FORWARD, self.sampling_steps, self._gen)  # (n, H, C, s, s)
+            lat, self.state = rollout(model, before, act, FORWARD, self.sampling_steps, self._gen,
+                                      self.memory)  # (n, H, C, s, s)
             heads = model.predict_heads(lat)  # each (n, H, ...)
             idm = model.inverse_dynamics(before.newest, lat)  # (n, H, A)
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
@@ -352,6 +366,7 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          static_state: slice | None = None, round_trip: bool = False,
                          idm_stop: float | None = None, start_reading: slice | None = None,
                          round_trip_model: LatentWorldModel | None = None,
+                         memory_geometry: MemoryGeometry | None = None,
                          env_kwargs: dict[str, Any] | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
@@ -359,7 +374,7 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`: see the module docstring (the caller
+    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`: see the module docstring (the caller
     fills them in from the task probe). world_models never imports
     wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
@@ -382,4 +397,5 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          success_threshold=success_threshold, sampling_steps=sampling_steps, device=device,
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
                          static_state=static_state, round_trip=round_trip, idm_stop=idm_stop,
-                         start_reading=start_reading, round_trip_model=round_trip_model)
+                         start_reading=start_reading, round_trip_model=round_trip_model,
+                         memory_geometry=memory_geometry)

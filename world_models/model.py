@@ -4,7 +4,7 @@ One world-model step maps K context latent frames and a chunk of H actions to th
 those actions produce (one frame per action). Pieces, all trained jointly by `loss`:
 
     codec       frames (3, S, S) uint8 <-> latents (C, s, s)                 (codec.py; trained first)
-    denoiser    diffusers UNet2DModel on [noisy target (H*C) | context (K*C)] channels, EDM
+    denoiser    diffusers UNet2DModel on [noisy target (H*C) | context (K*C) | memory (M*(C+1))] channels, EDM
                 preconditioning and few-step Euler sampling from diffusers' EDMEulerScheduler; latent
                 sides its halvings do not divide are padded (edge repeated) and cropped back
     cond        MLP of (action chunk, direction one-hot, context-noise level) -> a vector added to
@@ -16,6 +16,9 @@ those actions produce (one frame per action). Pieces, all trained jointly by `lo
     direction   +1 forward / -1 backward in time: backward windows are the same windows played in
                 reverse (context = later frames, target = earlier frames, actions reversed)
     heads       a small CNN on one latent frame -> agent_pos, environment_state, success logit, reward (heads.py)
+    memory      with cfg.memory_frames M > 0, M past frames the spatial memory retrieved, reprojected
+                into the newest context frame's camera with a mask channel each (world_models/memory.py);
+                zeros where none (and for backward windows)
     idm         inverse dynamics: (previous latent, H next latents) -> the H actions between them;
                 forward-inverse consistency asks it to recover the actions from the denoiser's output
 
@@ -73,8 +76,9 @@ class LatentWorldModel(nn.Module):
         self.unet_pad = -s % 2 ** (n - 1)  # latent sides the UNet's n - 1 halvings need: pad, then crop
         down = ("DownBlock2D",) + (("AttnDownBlock2D",) if cfg.attention else ("DownBlock2D",)) * (n - 1)
         up = (("AttnUpBlock2D",) if cfg.attention else ("UpBlock2D",)) * (n - 1) + ("UpBlock2D",)
+        self.memory_channels = cfg.memory_frames * (c + 1)
         self.denoiser = UNet2DModel(
-            sample_size=s + self.unet_pad, in_channels=(h + k) * c, out_channels=h * c, block_out_channels=cfg.channels,
+            sample_size=s + self.unet_pad, in_channels=(h + k) * c + self.memory_channels, out_channels=h * c, block_out_channels=cfg.channels,
             layers_per_block=1, down_block_types=down, up_block_types=up, class_embed_type="identity",
             # FiLM (scale and shift after the norm): with the default additive embedding, the GroupNorm
             # that follows removes most of a per-channel offset, and the actions barely condition the
@@ -103,12 +107,13 @@ class LatentWorldModel(nn.Module):
     # ------------------------------------------------------------------ the denoiser
     def denoise(self, noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, actions: torch.Tensor,
                 direction: torch.Tensor, context_noise: torch.Tensor,
-                instruction: torch.Tensor | None = None) -> torch.Tensor:
+                instruction: torch.Tensor | None = None, memory: torch.Tensor | None = None) -> torch.Tensor:
         """Denoiser D(x; sigma): EDM preconditioning, or the clean frame itself (cfg.prediction).
 
         noisy (B, H, C, s, s), sigma (B,), context (B, K, C, s, s), actions (B, H, A), direction (B,) of
         +1/-1, context_noise (B,) the noise level already added to the context, instruction (B, W)
-        word ids (`instruction_tokens`; None or a model without instructions: none) -> (B, H, C, s, s).
+        word ids (`instruction_tokens`; None or a model without instructions: none), memory (B, M, C+1,
+        s, s) (memory.reproject; None: none retrieved, zeros) -> (B, H, C, s, s).
         """
         b = noisy.shape[0]
         sig = sigma.view(b, 1, 1, 1)
@@ -120,7 +125,11 @@ class LatentWorldModel(nn.Module):
             words = instruction if instruction is not None else torch.zeros((b, 1), dtype=torch.int64)
             inputs.append(self.instruction(words.to(actions.device)).to(actions.dtype))  # (B, INSTRUCTION_DIM)
         cond = self.cond(torch.cat(inputs, dim=1))  # (B, temb)
-        unet_in = torch.cat([x_in, context.flatten(1, 2)], dim=1)  # (B, (H+K)*C, s, s)
+        parts = [x_in, context.flatten(1, 2)]  # (B, H*C, s, s), (B, K*C, s, s)
+        if self.memory_channels:
+            parts.append(memory.flatten(1, 2).to(x_in.dtype) if memory is not None
+                         else x_in.new_zeros((b, self.memory_channels, *x_in.shape[-2:])))
+        unet_in = torch.cat(parts, dim=1)  # (B, (H+K)*C + M*(C+1), s, s)
         if self.unet_pad:  # the last latent row and column repeated, as the codec pads frames
             unet_in = F.pad(unet_in, (0, self.unet_pad, 0, self.unet_pad), mode="replicate")
         s = noisy.shape[-1]
@@ -140,10 +149,10 @@ class LatentWorldModel(nn.Module):
     @torch.no_grad()
     def generate(self, context: torch.Tensor, actions: torch.Tensor, direction: int = FORWARD,
                  steps: int | None = None, generator: torch.Generator | None = None,
-                 instruction: torch.Tensor | None = None) -> torch.Tensor:
+                 instruction: torch.Tensor | None = None, memory: torch.Tensor | None = None) -> torch.Tensor:
         """Sample the H latent frames that `actions` (B, H, A) produce after `context` (B, K, C, s, s)
-        (and `instruction` (B, W), see `denoise`): `sample` from Gaussian noise drawn from `generator`
-        (after the context noise, if any)."""
+        (and `instruction` (B, W), `memory` (B, M, C+1, s, s), see `denoise`): `sample` from Gaussian
+        noise drawn from `generator` (after the context noise, if any)."""
         b = context.shape[0]
         h, c, s = self.cfg.chunk, self.codec.latent_channels, self.codec.latent_size
         if self.cfg.context_noise_eval > 0:
@@ -151,7 +160,7 @@ class LatentWorldModel(nn.Module):
             context = context + self.cfg.context_noise_eval * noise
         noise = torch.randn((b, h, c, s, s), generator=generator, device=context.device)
         with self._inference():
-            return self.sample(context, actions, noise, direction, steps, instruction).float()
+            return self.sample(context, actions, noise, direction, steps, instruction, memory).float()
 
     def _inference(self) -> torch.autocast:
         """bfloat16 autocast of generation and the heads where cfg.precision asks for it; never where
@@ -160,7 +169,8 @@ class LatentWorldModel(nn.Module):
         return torch.autocast(self.state_mean.device.type, dtype=torch.bfloat16, enabled=on)
 
     def sample(self, context: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, direction: int = FORWARD,
-               steps: int | None = None, instruction: torch.Tensor | None = None) -> torch.Tensor:
+               steps: int | None = None, instruction: torch.Tensor | None = None,
+               memory: torch.Tensor | None = None) -> torch.Tensor:
         """The sampler as a function of its starting noise (B, H, C, s, s) at unit scale: few-step Euler
         from sigma_max with diffusers' EDMEulerScheduler (Karras sigmas), deterministic given `noise`,
         and differentiable (a distilled student trains through it). context (B, K, C, s, s) as the
@@ -175,7 +185,7 @@ class LatentWorldModel(nn.Module):
         x = noise * sigmas[0]
         for i, t in enumerate(scheduler.timesteps):
             sigma = sigmas[i].expand(b)
-            denoised = self.denoise(x, sigma, context, actions, dirs, ctx_noise, instruction)
+            denoised = self.denoise(x, sigma, context, actions, dirs, ctx_noise, instruction, memory)
             scheduler.is_scale_input_called = True  # denoise() applied the EDM input scaling itself
             x = scheduler.step(denoised.flatten(1, 2), t, x.flatten(1, 2),
                                pred_original_sample=denoised.flatten(1, 2)).prev_sample.view_as(x)
@@ -231,7 +241,9 @@ class LatentWorldModel(nn.Module):
         and, for self forcing (objective 'chained'), the R chunks before the window:
             history (B, K, C, s, s)   history_actions (B, R*H, A)  history_valid (B,)
         (the cycle term of objective 'cycle' is objectives.cycle_loss, added by objectives.dynamics_loss),
-        and, for a model with instructions, instruction (B, W) word ids (`instruction_tokens`).
+        and, for a model with instructions, instruction (B, W) word ids (`instruction_tokens`); for a
+        model with memory, memory (B, M, C+1, s, s) (data.LatentWindows; zeroed for backward windows,
+        whose newest context frame is not the one it was reprojected into).
         """
         cfg = self.cfg
         real_ctx, fut, act = batch["context"], batch["future"], batch["actions"]
@@ -259,9 +271,12 @@ class LatentWorldModel(nn.Module):
         single = (torch.rand(b, device=dev) < cfg.p_single_frame).view(b, 1, 1, 1, 1)
         context = torch.where(single, context[:, -1:].expand_as(context), context)
         real_context = torch.where(single, real_context[:, -1:].expand_as(real_context), real_context)
+        memory = batch.get("memory")
+        if memory is not None:
+            memory = memory * (~backward).view(b, 1, 1, 1, 1).to(memory.dtype)
         diffusion, denoised, context = self.diffusion_loss(context, target, actions, direction, pad,
                                                            weight_context=real_context,
-                                                           instruction=batch.get("instruction"))
+                                                           instruction=batch.get("instruction"), memory=memory)
 
         # Frame heads on the real latent of one random future frame per window (cheaper than all H).
         real = fut[:, :h]  # (B, H, C, s, s)
@@ -295,7 +310,8 @@ class LatentWorldModel(nn.Module):
 
     def diffusion_loss(self, context: torch.Tensor, target: torch.Tensor, actions: torch.Tensor,
                        direction: torch.Tensor, pad: torch.Tensor, weight_context: torch.Tensor | None = None,
-                       instruction: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       instruction: torch.Tensor | None = None,
+                       memory: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The motion-weighted EDM denoising loss of `target` (B, H, C, s, s) given a clean `context`
         (B, K, C, s, s), actions (B, H, A), direction (B,); frames where `pad` (B, H) is True carry no
         loss. The context gets noise of a level the model is told (none for objective 'teacher').
@@ -312,7 +328,8 @@ class LatentWorldModel(nn.Module):
         # EDM: log-normal noise levels, loss weight 1 / c_out^2.
         sigma = (torch.randn(b, device=dev) * cfg.p_std + cfg.p_mean).exp()  # (B,)
         noisy = target - base + sigma.view(b, 1, 1, 1, 1) * torch.randn_like(target)
-        denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise, instruction) + base  # (B, H, C, s, s)
+        denoised = self.denoise(noisy, sigma, context, actions, direction, ctx_noise, instruction,
+                                memory) + base  # (B, H, C, s, s)
         weight = self._loss_weight(sigma)  # (B,)
         per_frame = (element_weight * (denoised - target) ** 2).mean(dim=(2, 3, 4))  # (B, H)
         valid = (~pad).float()

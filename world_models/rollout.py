@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from wmsuite.world_models.memory import LatentMemory
 from wmsuite.world_models.model import FORWARD, LatentWorldModel, instruction_tokens
 
 Rows = torch.Tensor | np.ndarray | Sequence[int] | slice
@@ -95,24 +96,31 @@ class WorldModelState:
 
 @torch.no_grad()
 def rollout(model: LatentWorldModel, state: WorldModelState, actions: torch.Tensor, direction: int = FORWARD,
-            steps: int | None = None, generator: torch.Generator | None = None
-            ) -> tuple[torch.Tensor, WorldModelState]:
+            steps: int | None = None, generator: torch.Generator | None = None,
+            memory: LatentMemory | None = None) -> tuple[torch.Tensor, WorldModelState]:
     """actions (B, N*H, A) -> generated latents (B, N*H, C, s, s) and the state after them: N chunks,
     each generated from the newest K latents (`model.generate` once per chunk, in order, all drawing
     from `generator`). `direction` FORWARD or BACKWARD (then the state holds later frames, newest last
     in reversed time, and the actions run backwards); `steps` Euler steps per chunk (None: the model's).
     The frame each chunk starts from (e.g. for the inverse-dynamics head) is `state.newest` for the
-    first and latents[:, j*H - 1] for chunk j. The input state is left unchanged."""
+    first and latents[:, j*H - 1] for chunk j. The input state is left unchanged. `memory` (a model with
+    memory_frames > 0, forward only): asked for each chunk's memory input before it, shown its frames
+    after it (memory.LatentMemory; without it such a model sees no memory)."""
     k, h = model.cfg.context, model.cfg.chunk
     context = state.context  # (B, K, C, s, s)
     if actions.ndim != 3 or actions.shape[0] != context.shape[0] or actions.shape[1] % h:
         raise ValueError(f"actions must be (B={context.shape[0]}, N*H, A) with H={h}, got {tuple(actions.shape)}")
     if context.shape[1] != k:
         raise ValueError(f"the state holds {context.shape[1]} context frames; the model needs {k}")
+    if memory is not None and direction != FORWARD:
+        raise ValueError("the spatial memory serves forward rollouts only")
     chunks = []
     for r in range(actions.shape[1] // h):
+        retrieved = {"memory": memory.context()} if memory is not None else {}  # (B, M, C+1, s, s)
         lat = model.generate(context, actions[:, r * h : (r + 1) * h], direction, steps, generator,
-                             instruction=state.instruction)  # (B, H, C, s, s)
+                             instruction=state.instruction, **retrieved)  # (B, H, C, s, s)
+        if memory is not None:
+            memory.observe(lat)
         chunks.append(lat)
         context = torch.cat([context, lat], dim=1)[:, -k:]  # the one autoregressive shift
     if not chunks:  # N = 0: nothing generated, the state as it was

@@ -44,6 +44,7 @@ from wmsuite.world_models.data import (
     sample_windows,
     state_stats,
 )
+from wmsuite.world_models.memory import MemoryGeometry
 from wmsuite.world_models.model import LatentWorldModel
 from wmsuite.world_models.objectives import cycle_chunks, distillation_loss, dynamics_loss
 
@@ -120,6 +121,12 @@ def warm_start(model: LatentWorldModel, source: LatentWorldModel, name: str = "t
     own, theirs = model.state_dict(), source.state_dict()
     stats = ("state_mean", "state_std", "env_state_mean", "env_state_std")
     match = {k: v.to(own[k].dtype) for k, v in theirs.items() if k in own and own[k].shape == v.shape and k not in stats}
+    first = "denoiser.conv_in.weight"  # a model with memory reads more input channels: the source's come first
+    if first in theirs and first not in match and own[first].shape[0] == theirs[first].shape[0] and \
+            own[first].shape[2:] == theirs[first].shape[2:] and own[first].shape[1] > theirs[first].shape[1]:
+        weight = torch.zeros_like(own[first])  # the memory's channels start at zero: the source's outputs exactly
+        weight[:, : theirs[first].shape[1]] = theirs[first]
+        match[first] = weight
     if not any(k.startswith("denoiser.") for k in match):
         raise ValueError(f"{name} shares no denoiser weights with this model (another architecture); warm-start "
                          "from a model with the same channels, context, chunk and codec")
@@ -153,12 +160,15 @@ def dynamics_batches(data: LatentWindows, cfg: WorldModelConfig, batch_size: int
 
 
 def train_dynamics(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Episode], tcfg: TrainerConfig,
-                   moving_fraction: float = 0.0, resume: bool = False, start_step: int = 0) -> FitResult:
-    """Train everything but the codec; checkpoints out/step_<N>/ and out/latest/ every save_every steps."""
+                   moving_fraction: float = 0.0, resume: bool = False, start_step: int = 0,
+                   geometry: MemoryGeometry | None = None) -> FitResult:
+    """Train everything but the codec; checkpoints out/step_<N>/ and out/latest/ every save_every steps.
+    `geometry`: the task's moving camera, for a model with memory (memory_frames > 0)."""
     model.to(trainer.device)
     model.codec.requires_grad_(False).eval()
     latents = encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera))
-    data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, model.cfg.instruction_buckets)
+    data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, model.cfg.instruction_buckets,
+                         model.cfg.memory_frames, geometry, model.codec_cfg.image_size, model.codec.padded_size)
     batches = dynamics_batches(data, model.cfg, tcfg.batch_size, moving_fraction, trainer.seed)
     extra = {"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {}
     return trainer.fit("dynamics", Objective(model, dynamics_loss), tcfg, batches,

@@ -83,6 +83,22 @@ def setup_logging() -> None:
     logging.basicConfig(level=os.environ.get("WMSUITE_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
 
 
+def memory_geometry(env_id: str, camera: str):
+    """The spatial memory's `MemoryGeometry` for a world model of `camera` on `env_id`, from the task
+    probe's moving camera; a ValueError that says why where there is none."""
+    from wmsuite.envs.probes import get_probe
+    from wmsuite.world_models.memory import MemoryGeometry
+
+    probe = get_probe(env_id)
+    if probe.moving_camera is None:
+        raise ValueError(f"a world model with memory (--model.memory-frames > 0) needs a task whose camera moves with "
+                         f"the agent; {env_id}'s probe names none (PushCubeEgo's does)")
+    if camera != probe.moving_camera:
+        raise ValueError(f"the spatial memory follows {env_id}'s moving camera {probe.moving_camera!r}, but the world "
+                         f"model generates {camera!r}; train it with --model.camera {probe.moving_camera}")
+    return MemoryGeometry(fovy=probe.moving_camera_fovy, pose_fn=probe.moving_camera_pose)
+
+
 def recorded_env_id(data: str, episodes: list) -> str:
     """The env id `data` was recorded in: the file's env_args["env_name"] where it names a registered
     wmsuite task, else the one env id its episodes' meta carry; a ValueError where neither does."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wmsuite.cli.common import resolve_policy
+from wmsuite.cli.common import memory_geometry, resolve_policy
 from wmsuite.eval_harness.abstention import CalibratedTrust
 from wmsuite.eval_harness.evaluate import PolicyEntry
 from wmsuite.rollout import make_vector_env
@@ -252,7 +252,9 @@ class EnvFactory:
                                     static_state=probe.static_state if probe is not None and cfg.hold_static
                                     else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None,
                                     start_reading=probe.object_xy if probe is not None and cfg.round_trip else None,
-                                    round_trip_model=self.round_trip_model, env_kwargs=self.env_kwargs)
+                                    round_trip_model=self.round_trip_model, env_kwargs=self.env_kwargs,
+                                    memory_geometry=memory_geometry(cfg.env, self.model.cfg.camera)
+                                    if self.model.cfg.memory_frames else None)
 
 
 def calibrated_trust(cfg: EvalConfig, chunk: int) -> CalibratedTrust | None:

@@ -33,7 +33,7 @@ from typing import Literal
 import torch
 
 from wmsuite.checkpoint import is_checkpoint, load_checkpoint
-from wmsuite.cli.common import recorded_env_id, seed_everything
+from wmsuite.cli.common import memory_geometry, recorded_env_id, seed_everything
 from wmsuite.config import to_dict
 from wmsuite.data import load_episodes
 from wmsuite.logging import RunLogger
@@ -202,6 +202,9 @@ def run(cfg: TrainWMConfig) -> int:
         model = _dynamics_model(cfg, trainer, episodes, out)
         if model is None:  # --stage codec
             return 0
+        geometry = None
+        if model.cfg.memory_frames:
+            geometry = memory_geometry(cfg.env or recorded_env_id(str(files[0]), episodes), model.cfg.camera)
         resume_state = cfg.resume and is_checkpoint(trainer.state_dir("dynamics"))
         before = json.loads((out / "latest" / "config.json").read_text())["step"] if is_checkpoint(out / "latest") else -1
         from_latest = cfg.resume and not resume_state and before >= 0
@@ -209,7 +212,7 @@ def run(cfg: TrainWMConfig) -> int:
         if from_latest:
             print(f"{out} has no dynamics train state: going on from {out / 'latest'} (step {start}) with a fresh optimizer")
         result = train_dynamics(trainer, model, episodes, cfg.dynamics, cfg.moving_fraction, resume=resume_state,
-                                start_step=start)
+                                start_step=start, geometry=geometry)
         print(f"dynamics at step {result.steps} after {(time.time() - began) / 60:.1f} min -> {out / 'latest'}")
         if cfg.stage == "all":  # an interrupted heads pass goes on only when the dynamics did not move on
             _heads(cfg, trainer, episodes, resume=cfg.resume and result.steps == before)

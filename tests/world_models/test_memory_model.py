@@ -1,0 +1,139 @@
+"""A world model that reads the spatial memory: reprojection against hand-made shifts, windows that
+never retrieve their own context, a warm start that leaves the outputs unchanged, and the memory of a
+`WorldModelEnv` kept and reset per sub-env on the ego task."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from wmsuite.cli.common import memory_geometry
+from wmsuite.envs.push_cube_ego import EGO_HEIGHT, ego_pose
+from wmsuite.world_models.config import CodecConfig
+from wmsuite.world_models.data import LatentWindows
+from wmsuite.world_models.memory import MemoryGeometry, episode_retrievals, reproject
+from wmsuite.world_models.model import LatentWorldModel
+from wmsuite.world_models.train import state_stats, warm_start
+
+from .conftest import tiny_config
+
+GEOMETRY = MemoryGeometry(fovy=50.0, pose_fn=ego_pose)
+SIZE = 16  # image side of the tiny models; latents 4 x 4 at downsample 4
+
+
+def _cell_metres(s: int) -> float:
+    """World metres one latent cell spans on the table (s cells across the ego view)."""
+    return 2 * EGO_HEIGHT * np.tan(np.deg2rad(50.0) / 2) / s
+
+
+def test_reprojection_into_the_same_camera_is_the_identity():
+    lat = torch.randn(2, 3, 5, 4, 4)
+    pose = torch.from_numpy(ego_pose(np.array([[0.1, -0.2], [0.0, 0.3]])))  # (2, 4, 4)
+    out = reproject(lat, pose[:, None].expand(2, 3, 4, 4), pose, GEOMETRY, SIZE)
+    torch.testing.assert_close(out[:, :, :5], lat, atol=1e-5, rtol=1e-5)
+    assert (out[:, :, 5] == 1).all()
+
+
+def test_a_camera_moved_by_one_cell_sees_the_latents_shifted_by_one_cell():
+    """Moving the camera +x by one cell's width moves the content one cell left in the image: column j
+    of the new view is column j + 1 of the old, and the last column is unseen (mask 0, latents 0)."""
+    s = 4
+    lat = torch.randn(1, 1, 3, s, s)
+    src = torch.from_numpy(ego_pose(np.array([0.0, 0.0])))[None, None]
+    dst = torch.from_numpy(ego_pose(np.array([_cell_metres(s), 0.0])))[None]
+    out = reproject(lat, src, dst, GEOMETRY, SIZE)[0, 0]
+    torch.testing.assert_close(out[:3, :, :-1], lat[0, 0, :, :, 1:], atol=1e-5, rtol=1e-5)
+    assert (out[3, :, :-1] == 1).all() and (out[:, :, -1] == 0).all()
+    # +y in the world is up in the image: the content moves down by one row
+    dst = torch.from_numpy(ego_pose(np.array([0.0, _cell_metres(s)])))[None]
+    out = reproject(lat, src, dst, GEOMETRY, SIZE)[0, 0]
+    torch.testing.assert_close(out[:3, 1:], lat[0, 0, :, :-1], atol=1e-5, rtol=1e-5)
+    empty = reproject(lat, torch.zeros(1, 1, 4, 4, dtype=torch.float64), dst, GEOMETRY, SIZE)
+    assert (empty == 0).all()  # an empty slot: nothing, mask 0
+
+
+def test_windows_retrieve_only_frames_older_than_their_context():
+    xs = np.r_[np.linspace(-0.4, 0.4, 25), np.linspace(0.4, -0.4, 25)]
+    poses = ego_pose(np.stack([xs, np.zeros_like(xs)], 1))
+    found = episode_retrievals(poses, GEOMETRY, 64, context=4, frames=2)
+    assert found.shape == (50, 2)
+    t = np.arange(50)[:, None]
+    assert ((found == -1) | (found <= t - 4)).all()
+    assert (found[:4] == -1).all() and (found[40:, 0] >= 0).all()  # on the way back: the places seen going out
+
+
+def _ego_episodes(n: int = 3, steps: int = 24):
+    from wmsuite.envs.experts import make_expert
+    from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+
+    env = make_vector_env("wmsuite/PushCubeEgo-v0", 1, asynchronous=False,
+                          env_kwargs={"image_size": SIZE, "cameras": ("ego",), "max_episode_steps": steps})
+    eps = list(rollout(make_expert("wmsuite/PushCubeEgo-v0", skill=0.5, seed=0), env,
+                       RolloutConfig(episodes=n, seed=0, progress=False)))
+    env.close()
+    return eps
+
+
+@pytest.fixture(scope="module")
+def ego_episodes():
+    return _ego_episodes()
+
+
+def _model(episodes, memory_frames: int, seed: int = 0) -> LatentWorldModel:
+    torch.manual_seed(seed)
+    codec_cfg = CodecConfig(kind="pixel", image_size=SIZE, downsample=4, width=16, blocks=1)
+    cfg = tiny_config(camera="ego", env_state_dim=6, memory_frames=memory_frames)
+    model = LatentWorldModel(cfg, codec_cfg, state_stats(episodes))
+    frames = torch.from_numpy(np.concatenate([ep.obs["ego"] for ep in episodes]).transpose(0, 3, 1, 2).copy())
+    model.codec.fit_latent_stats(frames)
+    return model
+
+
+def test_a_memory_model_trains_on_windows_with_memory_and_starts_as_its_source(ego_episodes):
+    base, mem = _model(ego_episodes, 0), _model(ego_episodes, 2, seed=1)
+    note = warm_start(mem, base)
+    assert "conv_in" not in note.split("fresh:")[1]  # the input layer copied, memory channels at zero
+    latents = [mem.codec.encode(torch.from_numpy(ep.obs["ego"]).permute(0, 3, 1, 2)) for ep in ego_episodes]
+    data = LatentWindows(ego_episodes, latents, mem.cfg.context, mem.cfg.chunk, 0, mem.cfg.memory_frames,
+                         GEOMETRY, SIZE, mem.codec.padded_size)
+    batch = data.batch(range(len(data)))
+    c, s = mem.codec.latent_channels, mem.codec.latent_size
+    assert batch["memory"].shape == (len(data), 2, c + 1, s, s) and batch["memory"][:, :, -1].sum() > 0
+    b = len(data)
+    args = (torch.randn(b, 2, c, s, s), torch.full((b,), 0.7), batch["context"], batch["actions"],
+            torch.ones(b), torch.zeros(b))
+    with torch.no_grad():  # zero weights on the memory's channels: the source's outputs, whatever it retrieved
+        torch.testing.assert_close(mem.denoise(*args, memory=batch["memory"]), base.denoise(*args))
+    loss, logs = mem.loss(batch)
+    loss.backward()
+    assert np.isfinite(logs["diffusion"])
+    assert mem.denoiser.conv_in.weight.grad[:, -2 * (c + 1):].abs().sum() > 0  # the memory's channels learn
+
+
+def test_world_model_env_keeps_a_memory_per_sub_env(ego_episodes):
+    import wmsuite.envs  # noqa: F401  (registers the id)
+    from wmsuite.world_models import make_world_model_env
+
+    model = _model(ego_episodes, 2)
+    with pytest.raises(ValueError, match="memory_geometry"):
+        make_world_model_env(model, "wmsuite/PushCubeEgo-v0", 2, env_kwargs={"image_size": SIZE, "cameras": ("ego",)})
+    with pytest.raises(ValueError, match="--model.camera ego"):
+        memory_geometry("wmsuite/PushCubeEgo-v0", "top")
+    with pytest.raises(ValueError, match="names none"):
+        memory_geometry("wmsuite/PushCube-v0", "top")
+    env = make_world_model_env(model, "wmsuite/PushCubeEgo-v0", 2, judge="state",
+                               success_fn=lambda e: np.zeros(e.shape[:-1], bool),
+                               memory_geometry=memory_geometry("wmsuite/PushCubeEgo-v0", "ego"),
+                               env_kwargs={"image_size": SIZE, "cameras": ("ego",)})
+    env.reset(seed=[0, 1])
+    assert [m.keyframes.keys() for m in env.memory.bank.memories] == [{0}, {0}]  # the real start frames
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))
+    assert (env.memory.t == 6).all()  # 3 chunks of 2 frames each after the start frame
+    before = len(env.memory.bank[1])
+    env.reset(seed=[5, 6], options={"reset_mask": np.array([True, False])})
+    assert env.memory.t.tolist() == [0, 6] and list(env.memory.bank[0].keyframes) == [0]
+    assert len(env.memory.bank[1]) == before  # the other episode's memory untouched
+    env.close()
