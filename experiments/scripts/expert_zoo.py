@@ -5,6 +5,7 @@ manifest.
     MUJOCO_GL=egl python experiments/scripts/expert_zoo.py --task pushtwocubes   # assets/zoo/pushtwocubes.json
     MUJOCO_GL=egl python experiments/scripts/expert_zoo.py --task lift           # assets/zoo/lift.json (sim extra)
     MUJOCO_GL=egl python experiments/scripts/expert_zoo.py --task pickplace      # assets/zoo/pickplace.json
+    MUJOCO_GL=egl python experiments/scripts/expert_zoo.py --task pushcubeego    # assets/zoo/pushcubeego.json
 
 Every policy acts in chunks of 4 actions (the protocol of a world model that steps 4-action chunks,
 as `wmsuite eval` runs it) for 50 episodes from its split's seed: validation policies from seed
@@ -98,6 +99,17 @@ TASKS = {  # task -> (env id, policies)
          ("flow-state-pickplace-s6000", "test", "assets:policies/flow-state-pickplace-s6000"),
          ("flow-state-pickplace-s6000-offset0.5", "test",
           _wrap("ActionOffset", "assets:policies/flow-state-pickplace-s6000", offset=[0.5, 0.0, 0.0, 0.0]))))),
+    # PushCubeEgo: the experts look at the goal first; the wrappers make them lose their way on the big table
+    "pushcubeego": ("wmsuite/PushCubeEgo-v0", _policies(
+        "wmsuite/PushCubeEgo-v0",
+        ((0.0, "test"), (0.2, "validation"), (0.35, "test"), (0.5, "test"), (0.6, "validation"), (0.75, "test"),
+         (0.9, "test"), (1.0, "validation")),
+        (("expert1-noise0.6", "validation", "ActionNoise", 1.0, {"std": 0.6}),
+         ("expert1-noise1.2", "test", "ActionNoise", 1.0, {"std": 1.2}),
+         ("expert1-offset+x0.3", "validation", "ActionOffset", 1.0, {"offset": [0.3, 0.0]}),
+         ("expert1-offset-y0.5", "test", "ActionOffset", 1.0, {"offset": [0.0, -0.5]}),
+         ("expert1-scale0.4", "test", "ActionScale", 1.0, {"scale": 0.4}),
+         ("expert0.75-scale0.25", "test", "ActionScale", 0.75, {"scale": 0.25})))),
 }
 
 

@@ -63,13 +63,13 @@ def test_windows_retrieve_only_frames_older_than_their_context():
     assert (found[:4] == -1).all() and (found[40:, 0] >= 0).all()  # on the way back: the places seen going out
 
 
-def _ego_episodes(n: int = 3, steps: int = 24):
+def _ego_episodes(n: int = 3, steps: int = 24, skill: float = 0.5):
     from wmsuite.envs.experts import make_expert
     from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 
     env = make_vector_env("wmsuite/PushCubeEgo-v0", 1, asynchronous=False,
                           env_kwargs={"image_size": SIZE, "cameras": ("ego",), "max_episode_steps": steps})
-    eps = list(rollout(make_expert("wmsuite/PushCubeEgo-v0", skill=0.5, seed=0), env,
+    eps = list(rollout(make_expert("wmsuite/PushCubeEgo-v0", skill=skill, seed=0), env,
                        RolloutConfig(episodes=n, seed=0, progress=False)))
     env.close()
     return eps
@@ -137,3 +137,50 @@ def test_world_model_env_keeps_a_memory_per_sub_env(ego_episodes):
     assert env.memory.t.tolist() == [0, 6] and list(env.memory.bank[0].keyframes) == [0]
     assert len(env.memory.bank[1]) == before  # the other episode's memory untouched
     env.close()
+
+
+def test_revisit_figures_score_a_model_and_its_no_memory_baseline_on_the_same_frames(tmp_path):
+    import json
+
+    from wmsuite.cli import main
+    from wmsuite.data import write_episodes
+    from wmsuite.eval_harness.revisits import frame_labels, revisit_fidelity
+    from wmsuite.world_models.train import save_model
+
+    episodes = _ego_episodes(n=2, steps=60, skill=1.0)  # competent: it comes back to the goal it looked at
+    labels = frame_labels(episodes, GEOMETRY, gap=20)
+    assert sum(r.sum() for r, _ in labels) > 0 and sum(f.sum() for _, f in labels) > 0
+    figures = {m: revisit_fidelity(_model(episodes, m), episodes, GEOMETRY, slice(0, 2), gap=20) for m in (0, 2)}
+    for key in ("revisit_frames", "first_visit_frames"):
+        assert figures[0][key] == figures[2][key] > 0
+    assert all(np.isfinite(figures[m]["revisit_psnr"]) for m in (0, 2))
+    # the command: written to metrics.json for a model with memory
+    data = tmp_path / "ego.hdf5"
+    write_episodes(data, episodes, {"env_name": "wmsuite/PushCubeEgo-v0"})
+    save_model(_model(episodes, 2), tmp_path / "wm", step=0)
+    assert main(["eval-wm", "--wm", str(tmp_path / "wm" / "latest"), "--data", str(data), "--horizons", "1",
+                 "--out", str(tmp_path / "out")]) == 0
+    written = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert written["revisit_frames"] == figures[2]["revisit_frames"] and written["revisit_gap"] == 20
+
+
+def test_train_wm_trains_a_memory_model_on_the_ego_task_and_refuses_a_task_without_a_moving_camera(tmp_path, capsys):
+    from wmsuite.cli import main
+    from wmsuite.data import write_episodes
+    from wmsuite.world_models import load_world_model
+
+    data = tmp_path / "ego.hdf5"
+    write_episodes(data, _ego_episodes(n=2, steps=30, skill=1.0), {"env_name": "wmsuite/PushCubeEgo-v0"})
+    tiny = ["--model.channels", "16", "16", "--dynamics.batch-size", "4", "--codec.image-size", str(SIZE),
+            "--codec-train.steps", "2", "--stage", "dynamics", "--dynamics.steps", "2"]
+    assert main(["train-wm", "--data", str(data), "--out", str(tmp_path / "wm"), "--model.camera", "ego",
+                 "--model.memory-frames", "2", "--stage", "codec", *tiny[:-4]]) == 0
+    assert main(["train-wm", "--data", str(data), "--out", str(tmp_path / "wm"), "--model.camera", "ego",
+                 "--model.memory-frames", "2", *tiny]) == 0
+    model = load_world_model(tmp_path / "wm")
+    assert model.cfg.memory_frames == 2 and model.memory_channels == 2 * (model.codec.latent_channels + 1)
+    capsys.readouterr()
+    assert main(["train-wm", "--data", str(data), "--out", str(tmp_path / "wm-fixed"), "--model.camera", "ego",
+                 "--model.memory-frames", "2", "--codec-from", str(tmp_path / "wm" / "codec"),
+                 "--env", "wmsuite/PushCube-v0", *tiny]) == 2  # a task whose cameras are fixed: refused, nothing trained
+    assert "names none" in capsys.readouterr().err and not (tmp_path / "wm-fixed" / "latest").exists()

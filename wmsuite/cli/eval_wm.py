@@ -17,6 +17,13 @@ far, head-on and in glancing contact?). See wmsuite/eval_harness/fidelity.py for
 detector figures are None (and skipped in the printout, with a note) where the task has no detector or
 the world model generates another camera than the one the detector reads.
 
+On a task whose camera moves with the agent (its probe names the moving camera, PushCubeEgo) and a
+model of that camera, the figures gain the revisit figures of wmsuite/eval_harness/revisits.py,
+whether or not the model reads a spatial memory (so a model and its no-memory baseline compare):
+revisit_psnr, first_visit_psnr, revisit_object_error, first_visit_object_error, revisit_frames,
+first_visit_frames (one chunk from real context at every window; --revisit-gap frames away counts
+as left).
+
 With --replays, the real simulator replays every episode's actions from the starts whose first frame
 is identical to the episode's (wmsuite/eval_harness/replays.py) and the figures gain
 success_agreement_ceiling (the most any model reading the frame can agree over those replays),
@@ -38,7 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from wmsuite.cli.common import check_precision, recorded_env_id, seed_everything
+from wmsuite.cli.common import check_precision, memory_geometry, recorded_env_id, seed_everything
 from wmsuite.data import load_episodes
 from wmsuite.logging import write_metrics
 
@@ -82,6 +89,9 @@ class EvalWMConfig:
     backward windows (`p_backward` > 0)."""
     drop_bad: bool = False
     """Skip episodes with non-finite or malformed values (counted) instead of refusing the data."""
+    revisit_gap: int = 20
+    """Frames the camera must have been away from a place for a return to count as a revisit (the
+    revisit figures, on tasks with a moving camera; 0 skips them)."""
     replays: bool = False
     """Also replay every episode in the real simulator from the starts (object nudged by the grid below,
     through the task probe's start perturbation) whose first frame is bit-identical to its own, for
@@ -93,6 +103,8 @@ class EvalWMConfig:
 
     def __post_init__(self) -> None:
         check_precision(self.precision)
+        if self.revisit_gap < 0:
+            raise ValueError(f"revisit_gap must be >= 0 frames (0: no revisit figures), got {self.revisit_gap}")
         if not self.horizons or min(self.horizons) < 1:
             raise ValueError(f"horizons must be positive action counts, got {self.horizons}")
         if self.max_episodes < 0 or self.batch_size < 1 or self.sampling_steps < 0 or self.repeats < 1:
@@ -137,6 +149,12 @@ def run(cfg: EvalWMConfig) -> int:
                                                 batch_size=cfg.batch_size, seed=cfg.seed,
                                                 steps=cfg.sampling_steps or None, repeats=cfg.repeats,
                                                 direction=BACKWARD)
+    if cfg.revisit_gap and probe.moving_camera is not None and model.cfg.camera == probe.moving_camera:
+        from wmsuite.eval_harness.revisits import revisit_fidelity
+
+        metrics.update(revisit_fidelity(model, episodes, memory_geometry(env_id, model.cfg.camera), probe.object_xy,
+                                        gap=cfg.revisit_gap, batch_size=cfg.batch_size, seed=cfg.seed,
+                                        steps=cfg.sampling_steps or None))
     metrics.update({k: v.tolist() if hasattr(v, "tolist") else v for k, v in replays.items()})
     metrics["wall_seconds"] = time.time() - start
     metrics["wm"], metrics["data"], metrics["env"] = str(cfg.wm), str(cfg.data), env_id
@@ -170,6 +188,10 @@ def _print(m: dict) -> None:
                               "success_head_accuracy", "success_head_balanced_accuracy", "idm_error_real",
                               "idm_error_generated", "reconstruction_psnr")}
     print(json.dumps(rest, indent=1))
+    if m.get("revisit_frames") is not None:
+        print(f"one chunk from real context: revisits ({m['revisit_frames']} frames, away > {m['revisit_gap']}) "
+              f"PSNR {_f(m['revisit_psnr'])} dB, object {_m(m['revisit_object_error'])}; first visits "
+              f"({m['first_visit_frames']}) PSNR {_f(m['first_visit_psnr'])} dB, object {_m(m['first_visit_object_error'])}")
     if m.get("success_agreement_ceiling") is not None:
         print(f"real simulator from frame-identical starts ({m['replay_nudges']} nudges tried, median "
               f"{np.median(m['replay_identical_starts']):.1f} identical): {_r(m['replay_flip_rate_successes'])} of "
@@ -215,3 +237,7 @@ def _m(value: float | None) -> str:
 
 def _r(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def _f(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"

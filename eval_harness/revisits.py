@@ -1,0 +1,100 @@
+"""What a spatial memory buys: one-chunk predictions on revisit frames against first-visit frames.
+
+For a task whose camera moves with the agent (its probe names the moving camera, PushCubeEgo), every
+frame of a held-out episode is labelled from the true geometry (`memory.revisits`: the camera poses
+the probe derives from agent_pos, the ground plane's depth): a *revisit* shows mostly a place the
+camera left more than `gap` frames earlier, a *first visit* shows almost nothing seen that long ago.
+Then, at every window of every episode, the model gets the K real frames before it as context (and,
+for a model with memory, the frames its memory retrieves from the real frames before that context,
+exactly as in training) and generates the next chunk from the true actions. Each generated frame is
+scored against the real one by the frame's label:
+
+    revisit_psnr / first_visit_psnr              PSNR of the decoded frame (dB)
+    revisit_object_error / first_visit_object_error
+                                                 |object xy read by the environment_state head - true| (m)
+    revisit_frames / first_visit_frames          how many frames each figure averages
+
+Teacher-forced context isolates the memory: what the context cannot show, only a memory can supply.
+The windows, labels and sampling noise depend on the data and the seed alone, so a model with memory
+and one without are scored on the same frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from wmsuite.types import Episode
+from wmsuite.world_models.codec import stack_cameras
+from wmsuite.world_models.data import LatentWindows
+from wmsuite.world_models.memory import MemoryGeometry, plane_depth, revisits
+from wmsuite.world_models.model import FORWARD, LatentWorldModel
+
+LABEL_SIZE = 64
+"""Side of the depth images the revisit labels are computed on: a property of the camera's motion,
+the same whatever the model's frame size."""
+
+
+def frame_labels(episodes: Sequence[Episode], geometry: MemoryGeometry,
+                 gap: int = 20) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per episode (revisit (T+1,) bool, first_visit (T+1,) bool), from its camera poses and the plane."""
+    image_size = LABEL_SIZE
+    k = geometry.intrinsics(image_size)
+    out = []
+    for ep in episodes:
+        poses = np.asarray(geometry.pose_fn(ep.state), np.float64)  # (T+1, 4, 4)
+        depths = np.stack([plane_depth(k, p, (image_size, image_size), geometry.plane_z) for p in poses])
+        out.append(revisits(depths, k, poses, gap=gap))
+    return out
+
+
+@torch.no_grad()
+def revisit_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], geometry: MemoryGeometry,
+                     object_xy: slice, gap: int = 20, batch_size: int = 64, seed: int = 0,
+                     steps: int | None = None) -> dict[str, float | int | None]:
+    """The figures of the module docstring for `model` on `episodes` (object_xy: the probe's slice of
+    environment_state)."""
+    cam, k, h = model.cfg.camera, model.cfg.context, model.cfg.chunk
+    size = model.codec_cfg.image_size
+    latents = [model.codec.encode(torch.from_numpy(np.ascontiguousarray(
+        stack_cameras(ep.obs, cam).transpose(0, 3, 1, 2)))) for ep in episodes]
+    data = LatentWindows(episodes, latents, k, h, model.cfg.instruction_buckets, model.cfg.memory_frames,
+                         geometry if model.cfg.memory_frames else None, size, model.codec.padded_size)
+    labels = frame_labels(episodes, geometry, gap)
+    gen = torch.Generator().manual_seed(seed)
+    scores: dict[str, list[float]] = {"revisit_psnr": [], "first_visit_psnr": [], "revisit_object_error": [],
+                                      "first_visit_object_error": []}
+    for start in range(0, len(data), batch_size):
+        idx = list(range(start, min(start + batch_size, len(data))))
+        batch = data.batch(idx)
+        lat = model.generate(batch["context"], batch["actions"], FORWARD, steps, gen,
+                             instruction=batch.get("instruction"), memory=batch.get("memory"))  # (B, H, C, s, s)
+        frames = model.codec.decode(lat.flatten(0, 1)).view(len(idx), h, -1, size, size)  # (B, H, 3M, S, S) uint8
+        read = model.predict_heads(lat)["environment_state"][..., object_xy].numpy()  # (B, H, 2)
+        for row, i in enumerate(idx):
+            item = data.windows[i]
+            e, t = int(item["episode_index"]), int(item["t"])
+            ep, (revisit, first) = episodes[e], labels[e]
+            for j in range(h):
+                f = t + 1 + j  # the real frame generated frame j stands for
+                if bool(item["future_is_pad"][j]) or f > ep.length:
+                    continue
+                real = torch.from_numpy(np.ascontiguousarray(stack_cameras(ep.obs, cam)[f].transpose(2, 0, 1)))
+                value = _psnr(frames[row, j], real)
+                error = float(np.linalg.norm(read[row, j] - ep.env_state[f, object_xy]))
+                for name, flag in (("revisit", revisit[f]), ("first_visit", first[f])):
+                    if flag:
+                        scores[f"{name}_psnr"].append(value)
+                        scores[f"{name}_object_error"].append(error)
+    out: dict[str, float | int | None] = {k: float(np.mean(v)) if v else None for k, v in scores.items()}
+    out["revisit_frames"], out["first_visit_frames"] = len(scores["revisit_psnr"]), len(scores["first_visit_psnr"])
+    out["revisit_gap"] = gap
+    return out
+
+
+def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    """PSNR in dB of two uint8 images of the same shape."""
+    mse = float(((a.float() - b.float()) ** 2).mean())
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The PushCubeEgo world models (#33), with spatial memory and without: PushCube's shipped model
+# warm-started on PushCubeEgo data for the ego camera (train-wm --init-from; a memory model's extra
+# input channels start at zero, so both begin as the same model), with the same data, seed, steps
+# and schedule; only --model.memory-frames differs. Run it twice, MEMORY=2 and MEMORY=0 (one core
+# each, side by side). Stages (STAGE=...; default all, in this order):
+#   data      bash experiments/scripts/pushcubeego_data.sh
+#   dynamics  STEPS dynamics steps (default 6000) at lr 3e-4, resumable (rerun to go on)
+#   heads     the heads pass (1,500 steps, real labels: the cube detector reads the top camera)
+#   export    float16 copy at $DST (default assets/wm/pushcubeego, or assets/wm/pushcubeego-nomem)
+#   fidelity  eval-wm on the held-out file: open loop by horizon and the revisit figures
+#   eval      the zoo's validation split (choices are made here), then its test split (reported)
+# Results in $OUT (default runs/wm-ego<M>-figures).
+set -euo pipefail
+export MUJOCO_GL=egl
+MEMORY=${MEMORY:-2}
+NAME=$([[ $MEMORY == 0 ]] && echo pushcubeego-nomem || echo pushcubeego)
+RUN=${RUN:-runs/wm-ego$MEMORY}
+DST=${DST:-assets/wm/$NAME}
+OUT=${OUT:-runs/wm-ego$MEMORY-figures}
+STAGE=${STAGE:-all}
+DATA=data/pushcubeego_train.hdf5
+stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
+mkdir -p "$OUT"
+if stage data; then bash experiments/scripts/pushcubeego_data.sh; fi
+if stage dynamics; then
+  INIT=(--init-from assets:wm/pushcube)
+  [[ -d "$RUN/latest" ]] && INIT=(--resume)
+  OMP_NUM_THREADS=1 wmsuite train-wm --data $DATA --out "$RUN" "${INIT[@]}" --stage dynamics --model.camera ego \
+      --model.memory-frames "$MEMORY" --dynamics.steps "${STEPS:-6000}" --dynamics.lr 3e-4 \
+      --dynamics.save-every 250 --seed 1
+fi
+if stage heads; then
+  OMP_NUM_THREADS=${THREADS:-1} wmsuite train-wm --data $DATA --out "$RUN" --stage heads --model.sampling-steps 3 \
+      --heads-train.steps 1500 --heads.labels real --seed 1
+fi
+if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
+if stage fidelity; then
+  OMP_NUM_THREADS=2 wmsuite eval-wm --wm "$DST" --data data/pushcubeego_heldout.hdf5 \
+      --horizons 4 8 16 32 64 128 --out "$OUT/eval-wm"
+fi
+if stage eval; then
+  for split in validation test; do
+    wmsuite eval --env wmsuite/PushCubeEgo-v0 --wm "$DST" --zoo assets:zoo/pushcubeego.json --split $split \
+        --videos 0 --out "$OUT/eval-$split"
+  done
+fi
