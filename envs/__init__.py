@@ -8,6 +8,7 @@ Ids (see each module's docstring for scene, spaces and success):
     wmsuite/PickPlace-v0  envs/pick_place.py  pick a cube and place it on a target, front + wrist cameras
     wmsuite/PushTwoCubes-v0  envs/push_two_cubes.py  push two cubes, each into the goal of its colour (long horizon)
     wmsuite/PushCubeEgo-v0  envs/push_cube_ego.py  PushCube on a large table seen by a camera riding on the pusher
+    wmsuite/PushColors-v0  envs/push_colors.py  push the cube the instruction names into the goal it names (6 tasks)
 
 Task probes (what generic code may know about a task: object and agent slices, success from
 environment_state, an object detector, a start perturbation): `wmsuite.envs.get_probe(env_id)`.
@@ -31,6 +32,7 @@ _REGISTRY: dict[str, tuple[str, int]] = {
     "wmsuite/PickPlace-v0": ("wmsuite.envs.pick_place:PickPlaceEnv", 120),
     "wmsuite/PushTwoCubes-v0": ("wmsuite.envs.push_two_cubes:PushTwoCubesEnv", 200),
     "wmsuite/PushCubeEgo-v0": ("wmsuite.envs.push_cube_ego:PushCubeEgoEnv", 160),
+    "wmsuite/PushColors-v0": ("wmsuite.envs.push_colors:PushColorsEnv", 100),
 }
 ENV_IDS: tuple[str, ...] = tuple(_REGISTRY)  # the built-in MuJoCo tasks (no extras needed)
 

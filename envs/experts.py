@@ -26,6 +26,7 @@ retry logic repeats rather than fixes, so they fail for qualitatively different 
     PushTwoCubes: PushCube's, and one_cube (believes the task done once the first cube is in)
     PushCubeEgo: goes to look at the goal first, then PushCube's; and misremember (pushes the cube to
                a point 15-25 cm off the goal)
+    PushColors: PushCube's on the named cube and goal, and wrong_cube (pushes another cube into the goal)
     PickPlace: misaligned (lines the fingers up 5-7 cm beside the cube), early_close (misjudges the
                grasp height and closes 5-7 cm too high), late_close (starts lifting before closing),
                early_release (opens the gripper while lifting, 4-10 cm up, dropping the cube), freeze
@@ -47,7 +48,7 @@ from wmsuite.envs.expert_base import ScriptedExpert
 from wmsuite.envs.pick_place import ACTION_SCALE as PP_SCALE
 from wmsuite.envs.pick_place import CUBE_HALF as PP_CUBE_HALF
 from wmsuite.envs.pick_place import is_success_from_env_state as pick_place_success
-from wmsuite.envs.push_experts import PushCubeEgoExpert, PushCubeExpert, PushTwoCubesExpert
+from wmsuite.envs.push_experts import PushColorsExpert, PushCubeEgoExpert, PushCubeExpert, PushTwoCubesExpert
 
 
 class PickPlaceExpert(ScriptedExpert):
@@ -149,7 +150,8 @@ class PickPlaceExpert(ScriptedExpert):
 
 # env id -> expert class: the one registry of experts; tests sweep it.
 EXPERTS: dict[str, type[ScriptedExpert]] = {cls.ENV_ID: cls for cls in (PushCubeExpert, PickPlaceExpert,
-                                                                        PushTwoCubesExpert, PushCubeEgoExpert)}
+                                                                        PushTwoCubesExpert, PushCubeEgoExpert,
+                                                                        PushColorsExpert)}
 
 
 def make_expert(env_id: str, skill: float = 1.0, seed: int = 0, horizon: int = 1, bias: float = 0.0,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from wmsuite.envs import pick_place, push_cube, push_cube_ego, push_two_cubes, robosuite_env
+from wmsuite.envs import pick_place, push_colors, push_cube, push_cube_ego, push_two_cubes, robosuite_env
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,16 @@ PROBES: dict[str, TaskProbe] = _probes(
               reach=PUSHER_REACH,
               static_state=slice(4, 6), moving_camera="ego", moving_camera_fovy=push_cube_ego.EGO_FOVY,
               moving_camera_pose=push_cube_ego.ego_pose),
+    # agent_pos (2,) pusher xy; environment_state (21,) red, yellow, purple cube (x, y, cos/sin 4*yaw), green
+    # and white goal xy, the instruction's one-hots (push_colors.py). The probe's object is the red cube,
+    # the others the yellow and purple ones; the goals and the instruction stay fixed through an episode
+    TaskProbe(env_id="wmsuite/PushColors-v0", camera="top", action_dim=2, agent_dim=2, env_state_dim=21,
+              agent_xy=slice(0, 2), object_xy=slice(0, 2), others_xy=(slice(4, 6), slice(8, 10)),
+              success_from_env_state=push_colors.is_success_from_env_state,
+              object_xy_from_frames=push_colors.detect_red_cube_xy,
+              others_xy_from_frames=push_colors.detect_other_cubes_xy, perturb_start=_nudge_cube,
+              reach=PUSHER_REACH,
+              static_state=slice(12, 21)),
     # agent_pos (9,) eef pos, eef quat, fingers; environment_state (10,) robosuite's Lift object-state
     # (cube pos, cube quat, gripper-to-cube); OSC_POSE actions (6) + gripper (robosuite_env.py)
     TaskProbe(env_id=robosuite_env.env_id("Lift"), camera="agentview", action_dim=7, agent_dim=9,

@@ -194,3 +194,25 @@ class PushCubeEgoExpert(PushCubeExpert):
                 return move * min(1.0, self.CRUISE / max(float(np.linalg.norm(move)), 1e-12))
         remembered = np.clip(goal + mem["goal_error"], -0.4, 0.4)
         return super()._act(agent_pos, np.concatenate([env_state[:4], remembered]), mem)
+
+
+class PushColorsExpert(PushCubeExpert):
+    """PushCube's expert on the cube and goal the instruction names (environment_state's one-hots).
+    Its extra failure mode wrong_cube pushes another cube than the named one into the named goal: what
+    a policy that does not ground the instruction's colour does."""
+
+    ENV_ID = "wmsuite/PushColors-v0"
+    ENV_STATE_DIM = 21
+    FAILURE_MODES = ("wrong_side", "freeze", "early_stop", "wrong_cube")
+
+    def _begin(self, mem: dict[str, Any], rng: np.random.Generator) -> None:
+        super()._begin(mem, rng)
+        mem["swap"] = int(rng.integers(1, 3))  # wrong_cube: the cube this many places after the named one
+
+    def _act(self, agent_pos: np.ndarray, env_state: np.ndarray, mem: dict[str, Any]) -> np.ndarray | None:
+        cube = int(np.argmax(env_state[16:19]))
+        goal = int(np.argmax(env_state[19:21]))
+        if mem["mode"] == "wrong_cube":
+            cube = (cube + mem["swap"]) % 3
+        return super()._act(agent_pos, np.concatenate([env_state[4 * cube : 4 * cube + 4],
+                                                       env_state[12 + 2 * goal : 14 + 2 * goal]]), mem)

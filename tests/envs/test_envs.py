@@ -13,17 +13,18 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import wmsuite.envs
-from wmsuite.envs import ENV_IDS, make_env, pick_place, push_cube, push_cube_ego, push_two_cubes
+from wmsuite.envs import ENV_IDS, make_env, pick_place, push_colors, push_cube, push_cube_ego, push_two_cubes
 from wmsuite.envs.experts import make_expert
 
 MODULES = {"wmsuite/PushCube-v0": push_cube, "wmsuite/PickPlace-v0": pick_place,
-           "wmsuite/PushTwoCubes-v0": push_two_cubes, "wmsuite/PushCubeEgo-v0": push_cube_ego}
+           "wmsuite/PushTwoCubes-v0": push_two_cubes, "wmsuite/PushCubeEgo-v0": push_cube_ego,
+           "wmsuite/PushColors-v0": push_colors}
 CAMERAS = {"wmsuite/PushCube-v0": ("top",), "wmsuite/PickPlace-v0": ("front", "wrist"),
-           "wmsuite/PushTwoCubes-v0": ("top",), "wmsuite/PushCubeEgo-v0": ("ego", "top")}
+           "wmsuite/PushTwoCubes-v0": ("top",), "wmsuite/PushCubeEgo-v0": ("ego", "top"), "wmsuite/PushColors-v0": ("top",)}
 DIMS = {"wmsuite/PushCube-v0": (2, 2, 6), "wmsuite/PickPlace-v0": (4, 4, 6),  # action, agent_pos, env_state
-        "wmsuite/PushTwoCubes-v0": (2, 2, 12), "wmsuite/PushCubeEgo-v0": (2, 2, 6)}
+        "wmsuite/PushTwoCubes-v0": (2, 2, 12), "wmsuite/PushCubeEgo-v0": (2, 2, 6), "wmsuite/PushColors-v0": (2, 2, 21)}
 MAX_STEPS = {"wmsuite/PushCube-v0": 80, "wmsuite/PickPlace-v0": 120, "wmsuite/PushTwoCubes-v0": 200,
-             "wmsuite/PushCubeEgo-v0": 160}
+             "wmsuite/PushCubeEgo-v0": 160, "wmsuite/PushColors-v0": 100}
 EXTRA_INFO = {"wmsuite/PushCubeEgo-v0": {"camera_pose"}}
 """info keys a task adds to {"is_success", "task", "sim_state"}."""
 
@@ -124,7 +125,7 @@ def test_sim_state_replays_an_episode_exactly(env_id):
 
 
 def test_bad_input_gets_a_clear_error():
-    known = "known ids: wmsuite/PushCube-v0, wmsuite/PickPlace-v0, wmsuite/PushTwoCubes-v0, wmsuite/PushCubeEgo-v0"
+    known = "known ids: wmsuite/PushCube-v0, wmsuite/PickPlace-v0, wmsuite/PushTwoCubes-v0, wmsuite/PushCubeEgo-v0, wmsuite/PushColors-v0"
     with pytest.raises(ValueError, match=known):
         make_env("wmsuite/PushBall-v0")
     env = make_env("wmsuite/PushCube-v0", cameras=())
@@ -162,6 +163,10 @@ def _oracle_success(env_id: str, env) -> bool:
             cube, goal = data.xpos[model.body(f"cube_{colour}").id], model.geom(f"goal_{colour}")
             inside.append(np.linalg.norm(cube[:2] - data.geom_xpos[goal.id][:2]) < goal.size[0])
         return bool(all(inside))
+    if env_id == "wmsuite/PushColors-v0":  # the cube and goal the instruction's words name
+        words = env.unwrapped.task.split()
+        cube, goal = data.xpos[model.body(f"cube_{words[2]}").id], model.geom(f"goal_{words[6]}")
+        return bool(np.linalg.norm(cube[:2] - data.geom_xpos[goal.id][:2]) < goal.size[0])
     cube = data.xpos[model.body("cube").id]
     if env_id in ("wmsuite/PushCube-v0", "wmsuite/PushCubeEgo-v0"):
         goal = model.geom("goal")

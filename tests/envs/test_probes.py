@@ -18,8 +18,9 @@ from wmsuite.envs.experts import make_expert
 # Bodies the simulator moves: env id -> (agent body, object body). A built-in task added without an
 # entry here fails the tests below, as one added without a probe does.
 BODIES = {"wmsuite/PushCube-v0": ("pusher", "cube"), "wmsuite/PickPlace-v0": ("hand", "cube"),
-          "wmsuite/PushTwoCubes-v0": ("pusher", "cube_red"), "wmsuite/PushCubeEgo-v0": ("pusher", "cube")}
-OTHER_BODIES = {"wmsuite/PushTwoCubes-v0": ("cube_green",)}
+          "wmsuite/PushTwoCubes-v0": ("pusher", "cube_red"), "wmsuite/PushCubeEgo-v0": ("pusher", "cube"),
+          "wmsuite/PushColors-v0": ("pusher", "cube_red")}
+OTHER_BODIES = {"wmsuite/PushTwoCubes-v0": ("cube_green",), "wmsuite/PushColors-v0": ("cube_yellow", "cube_purple")}
 """The bodies of each probe's `others_xy`, in order."""
 
 

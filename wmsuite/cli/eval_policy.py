@@ -61,6 +61,10 @@ class EvalPolicyConfig:
     """Let specs nested in --policy (a wrapper's `inner`) name `module:attr` code (wmsuite/specs.py)."""
     threads: int = 2
     """torch.set_num_threads on CPU."""
+    instruction: str = ""
+    """Run every episode with this task instruction instead of the env's own (a task whose env takes
+    `instruction=`, as PushColors does): what a language-conditioned policy does when told another
+    task in the same scenes. The policy reads it as obs["task"]."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -86,9 +90,11 @@ def run(cfg: EvalPolicyConfig) -> int:
     policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device,
                             trust_code=cfg.trust_code)
     policy_id = cfg.policy if cfg.policy != "expert" else f"expert@{cfg.skill:g}"
+    if cfg.instruction:
+        check_instruction(cfg.env, cfg.instruction)
     metrics = evaluate(policy, cfg.env, cfg.episodes, cfg.seed, Path(cfg.out), num_envs=cfg.num_envs,
                        image_size=cfg.image_size, n_action_steps=cfg.n_action_steps, videos=cfg.videos,
-                       fps=cfg.fps, policy_id=policy_id)
+                       fps=cfg.fps, policy_id=policy_id, instruction=cfg.instruction)
     print(f"{policy_id} on {cfg.env}: success {metrics['successes']}/{metrics['episodes']} = "
           f"{metrics['success_rate']:.3f} (95% CI {metrics['ci_low']:.3f}-{metrics['ci_high']:.3f}), "
           f"mean length {metrics['mean_length']:.1f}, {metrics['wall_seconds']:.1f}s; wrote {cfg.out}/metrics.json")
@@ -97,11 +103,13 @@ def run(cfg: EvalPolicyConfig) -> int:
 
 def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | None, num_envs: int = 2,
              image_size: int = 64, n_action_steps: int | None = None, videos: int = 0, fps: int = 10,
-             policy_id: str = "", progress: bool = True) -> dict[str, Any]:
+             policy_id: str = "", progress: bool = True, instruction: str = "") -> dict[str, Any]:
     """Run `episodes` episodes (seeds seed .. seed+episodes-1) and return the metrics; with `out`,
-    also write episodes.jsonl, videos and metrics.json there."""
+    also write episodes.jsonl, videos and metrics.json there. `instruction`: every episode's task
+    instruction, for an env that takes one (check_instruction)."""
     start = time.perf_counter()
-    env = make_vector_env(env_id, num_envs, env_kwargs={"image_size": image_size})
+    kwargs: dict[str, Any] = {"image_size": image_size, **({"instruction": instruction} if instruction else {})}
+    env = make_vector_env(env_id, num_envs, env_kwargs=kwargs)
     rcfg = RolloutConfig(episodes=episodes, seed=seed, n_action_steps=n_action_steps, record_frames=videos > 0,
                          progress=progress, policy_id=policy_id, env_id=env_id)
     rows = []
@@ -128,7 +136,22 @@ def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | Non
     metrics = {"success_rate": successes / len(rows), "ci_low": low, "ci_high": high, "episodes": len(rows),
                "successes": successes, "mean_length": float(np.mean([r["length"] for r in rows])),
                "wall_seconds": time.perf_counter() - start}
+    if instruction:
+        metrics["instruction"] = instruction
     if out is not None:
         write_metrics(out, metrics)
     return metrics
+
+
+def check_instruction(env_id: str, instruction: str) -> None:
+    """Refuse, before any episode, an env that takes no instruction or does not know this one."""
+    import gymnasium as gym
+
+    import wmsuite.envs  # noqa: F401  (registers the built-in ids)
+
+    try:
+        gym.make(env_id, instruction=instruction, cameras=()).close()
+    except TypeError as err:
+        raise ValueError(f"{env_id} takes no instruction (--instruction is for tasks whose scenes hold several, "
+                         f"such as wmsuite/PushColors-v0): {err}") from None
 

@@ -204,7 +204,9 @@ def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,
     try:
         while (slot_episode >= 0).any():
             active = slot_episode >= 0
-            action, intervened = _next_actions(policy, obs, queues, active, memory, chunk_env, steps_per_chunk,
+            tasks = [r.task if r is not None else "" for r in records]
+            seen = {**obs, "task": tasks} if any(tasks) else obs  # each sub-env's instruction (the Policy contract)
+            action, intervened = _next_actions(policy, seen, queues, active, memory, chunk_env, steps_per_chunk,
                                                cfg, env, slot_episode, queries, intervene)
             obs, reward, terminated, truncated, info = env.step(action)
             if on_step is not None:
