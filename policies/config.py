@@ -50,6 +50,23 @@ class PolicyConfig:
     default). With our small MLP head, sample prediction learned PushCube far better (experiments/policies_journal.md);
     old checkpoints that lack this field load as epsilon."""
 
+    backbone: Literal["mlp", "vla"] = "mlp"
+    """'mlp': per-camera CNNs and an MLP action head (the default). 'vla': a vision-language-action
+    transformer (policies/vla/model.py): the task instruction's bytes, image patches and the
+    proprioception are one token prefix, the noisy action chunk the suffix, through
+    `wmsuite.nn.SharedPrefixBlock` (candidate chunks for one observation share the prefix). The
+    instruction comes in obs['task']."""
+    vla_dim: int = 128
+    """VLA: transformer width."""
+    vla_layers: int = 4
+    """VLA: transformer blocks."""
+    vla_heads: int = 4
+    """VLA: attention heads (vla_dim / vla_heads even)."""
+    vla_patch: int = 8
+    """VLA: side of the square image patches in pixels (image_size a multiple of it)."""
+    instruction_bytes: int = 48
+    """VLA: UTF-8 bytes of the instruction read (longer ones are cut, shorter ones padded)."""
+
     failure_head: bool = False
     """A second action head on the same encoder, trained on chunks of failed rollouts, that sampling
     steers away from (failure guidance, policies/guidance.py)."""
@@ -82,6 +99,18 @@ class PolicyConfig:
             raise ValueError(f"prediction_type must be 'epsilon' or 'sample', got {self.prediction_type!r}")
         if self.task_embed_dim < 0:
             raise ValueError(f"task_embed_dim must be >= 0, got {self.task_embed_dim}")
+        if self.backbone not in ("mlp", "vla"):
+            raise ValueError(f"backbone must be 'mlp' or 'vla', got {self.backbone!r}")
+        if self.backbone == "vla":
+            if self.image_size % self.vla_patch or self.vla_patch < 1:
+                raise ValueError(f"image_size ({self.image_size}) must be a multiple of vla_patch ({self.vla_patch})")
+            if self.vla_dim % self.vla_heads or (self.vla_dim // self.vla_heads) % 2:
+                raise ValueError(f"vla_dim / vla_heads must be an even integer, got {self.vla_dim} / {self.vla_heads}")
+            if self.vla_layers < 1 or self.instruction_bytes < 1:
+                raise ValueError(f"vla_layers and instruction_bytes must be >= 1, got {self.vla_layers}, "
+                                 f"{self.instruction_bytes}")
+            if self.failure_head:
+                raise ValueError("the VLA backbone has no failure head yet; train it with --method bc or habc")
         if self.beta_alpha <= 0 or self.beta_beta <= 0:
             raise ValueError(f"beta_alpha and beta_beta must be > 0, got {self.beta_alpha}, {self.beta_beta}")
         if self.num_inference_steps > self.num_train_timesteps and self.kind == "diffusion":

@@ -82,7 +82,7 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     """The loss of `method` on a LabelledWindows batch (module docstring); `weighted`: HABC's gate acts
     (past its warm-up), else HABC weighs as bc. time_scale: T of the efficiency critic's units."""
     dev = policy.device
-    cond = policy.encode(policy.batch_obs(batch), channels_first=True, augment=policy.training)  # (B, C)
+    cond = policy.encode(policy.batch_obs(batch), channels_first=True, augment=policy.training)  # (B, C) or a VLA's (B, P, C)
     # (B, H, A); a rollout's actions outside the statistics' range (an --init start's) are where it can act
     actions = policy.normalizer.action_to_unit(batch["actions"].to(dev)).clamp(-1.0, 1.0)
     mask = ~batch["action_is_pad"].to(dev)
@@ -93,16 +93,18 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     logs: dict[str, float] = {}
     total = torch.zeros((), device=dev)
     if method in ("habc", "both"):
-        v_logit, v_e = policy.critics(cond.detach())
+        feats = policy.features(cond)  # (B, F): what the critics read
+        v_logit, v_e = policy.critics(feats.detach())
         with torch.no_grad():
-            nv_logit, nv_e = policy.critics(policy.encode(policy.batch_obs(batch, "future"), channels_first=True))
+            nv_logit, nv_e = policy.critics(policy.features(policy.encode(policy.batch_obs(batch, "future"),
+                                                                          channels_first=True)))
         steps, end = batch["steps"].to(dev), batch["success_end"].to(dev)
         if autonomous.any():
             via = F.binary_cross_entropy_with_logits(v_logit[autonomous], outcome[autonomous])
             total, logs["critic/viability"] = total + via, float(via.detach())
         known = ~torch.isnan(outcome)  # the chunk critic: did executing this chunk from here end well?
         if known.any():
-            q = F.binary_cross_entropy_with_logits(policy.critics.chunk_logit(cond.detach()[known], actions[known]),
+            q = F.binary_cross_entropy_with_logits(policy.critics.chunk_logit(feats.detach()[known], actions[known]),
                                                    outcome[known])
             total, logs["critic/chunk"] = total + q, float(q.detach())
         good = outcome > 0.5  # successful stretches and demonstrations (NaN compares False)

@@ -39,6 +39,7 @@ from torch import nn
 from wmsuite.policies.config import PolicyConfig
 from wmsuite.policies.guidance import failure_guide
 from wmsuite.policies.normalize import Normalizer
+from wmsuite.policies.vla.model import VLADenoiser, VLAPrefix, instruction_tokens
 from wmsuite.policies.weighting import Critics
 from wmsuite.policy import ChunkQueue
 
@@ -101,17 +102,21 @@ class ActionHead(nn.Module):
 
     TIME_DIM = 64
 
-    def __init__(self, cfg: PolicyConfig, action_dim: int, cond_dim: int) -> None:
+    def __init__(self, cfg: PolicyConfig, action_dim: int, cond_dim: int, denoiser: nn.Module | None = None) -> None:
         super().__init__()
         self.mode, self.horizon, self.action_dim = cfg.kind, cfg.horizon, action_dim
         self.cfg = cfg
-        self.time_mlp = nn.Sequential(nn.Linear(self.TIME_DIM, 128), nn.Mish(), nn.Linear(128, 128))
-        width = cfg.horizon * action_dim
-        layers: list[nn.Module] = [nn.Linear(width + cond_dim + 128, cfg.hidden_dim), nn.Mish()]
-        for _ in range(cfg.head_layers - 1):
-            layers += [nn.Linear(cfg.hidden_dim, cfg.hidden_dim), nn.Mish()]
-        layers.append(nn.Linear(cfg.hidden_dim, width))
-        self.net = nn.Sequential(*layers)
+        # the denoiser: an MLP on [chunk | cond | time], or a module `denoiser(x, t in [0, 1000], cond)`
+        # that reads cond its own way (the VLA's prefix tokens) and takes N candidate chunks (B, N, H, A)
+        self.backbone = denoiser
+        if denoiser is None:
+            self.time_mlp = nn.Sequential(nn.Linear(self.TIME_DIM, 128), nn.Mish(), nn.Linear(128, 128))
+            width = cfg.horizon * action_dim
+            layers: list[nn.Module] = [nn.Linear(width + cond_dim + 128, cfg.hidden_dim), nn.Mish()]
+            for _ in range(cfg.head_layers - 1):
+                layers += [nn.Linear(cfg.hidden_dim, cfg.hidden_dim), nn.Mish()]
+            layers.append(nn.Linear(cfg.hidden_dim, width))
+            self.net = nn.Sequential(*layers)
         self._ddim = None
         if self.mode == "diffusion":
             self.ddpm = DDPMScheduler(num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule,
@@ -120,6 +125,8 @@ class ActionHead(nn.Module):
     def denoise(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """x (B, H, A), t (B,) flow time in [0, 1] or diffusion timestep, cond (B, C) -> (B, H, A)."""
         scale = 1000.0 if self.mode == "flow" else 1000.0 / self.cfg.num_train_timesteps
+        if self.backbone is not None:
+            return self.backbone(x, t * scale, cond)
         temb = self.time_mlp(time_embedding(t * scale, self.TIME_DIM))  # (B, 128)
         out = self.net(torch.cat([x.flatten(1), cond, temb], dim=-1))  # (B, H*A)
         return out.view(-1, self.horizon, self.action_dim)
@@ -210,11 +217,16 @@ class ChunkPolicy(nn.Module):
         self.dims = {k: int(v) for k, v in dims.items()}
         self.normalizer = Normalizer(stats, cfg.use_env_state, self.dims)
         low_dim = self.dims["agent_pos"] + (self.dims["environment_state"] if cfg.use_env_state else 0)
-        self.encoder = ObsEncoder(cfg, low_dim)
-        self.head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim)
+        if cfg.backbone == "vla":  # cond is the prefix tokens (B, P, C); the head's denoiser is the transformer
+            self.encoder = VLAPrefix(cfg, low_dim)
+            self.head = ActionHead(cfg, self.dims["action"], 0, denoiser=VLADenoiser(cfg, self.dims["action"]))
+        else:
+            self.encoder = ObsEncoder(cfg, low_dim)
+            self.head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim)
         # failure guidance and HABC's critics share the encoder (policies/guidance.py, weighting.py)
         self.fail_head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim) if cfg.failure_head else None
-        self.critics = Critics(self.encoder.out_dim, cfg.horizon * self.dims["action"]) if cfg.critics else None
+        feature_dim = cfg.vla_dim if cfg.backbone == "vla" else self.encoder.out_dim
+        self.critics = Critics(feature_dim, cfg.horizon * self.dims["action"]) if cfg.critics else None
         self.n_action_steps = cfg.n_action_steps
         self._queue = ChunkQueue(cfg.n_action_steps)
 
@@ -251,6 +263,34 @@ class ChunkPolicy(nn.Module):
         finally:
             self.train(was_training)
 
+    def features(self, cond: torch.Tensor) -> torch.Tensor:
+        """`encode`'s output -> (B, F) one vector per observation, what the critics read: the encoder's
+        vector itself, or a VLA's prefix run through its blocks alone and averaged over tokens."""
+        return self.head.backbone.prefix_features(cond) if self.head.backbone is not None else cond
+
+    @torch.no_grad()
+    def sample_candidates(self, obs: dict[str, Any], candidates: int, generator: torch.Generator | None = None,
+                          num_inference_steps: int | None = None) -> torch.Tensor:
+        """N candidate chunks per observation, (B, N, H, A) env actions: the observation is encoded once;
+        a VLA runs the N chunks after its one prefix through the shared-prefix op."""
+        if candidates < 1:
+            raise ValueError(f"candidates must be >= 1, got {candidates}")
+        was_training = self.training
+        self.eval()
+        try:
+            cond = self.encode(obs)  # (B, C) or the VLA's (B, P, C)
+            b = cond.shape[0]
+            noise = torch.randn((b, candidates, self.cfg.horizon, self.dims["action"]), generator=generator,
+                                device=cond.device)
+            if self.head.backbone is not None:
+                unit = self.head.sample(cond, noise, num_inference_steps)  # (B, N, H, A)
+            else:
+                many = cond.repeat_interleave(candidates, dim=0)  # row b's candidates are rows b*N .. b*N + N-1
+                unit = self.head.sample(many, noise.flatten(0, 1), num_inference_steps).view(noise.shape)
+            return self.normalizer.action_from_unit(unit.clamp(-1.0, 1.0))
+        finally:
+            self.train(was_training)
+
     def forward(self, batch: dict[str, Any], weight: torch.Tensor | None = None,
                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """Training loss on a WindowDataset batch (context = 1, future = 0):
@@ -272,9 +312,12 @@ class ChunkPolicy(nn.Module):
         """A WindowDataset batch's last `part` ('context' or 'future') observation, channels first,
         on the policy's device: what `encode(..., channels_first=True)` takes."""
         dev = self.device
-        return {"pixels": {cam: batch[f"{part}_frames"][cam][:, -1].to(dev) for cam in self.cfg.cameras},
-                "agent_pos": batch[f"{part}_state"][:, -1].to(dev),
-                "environment_state": batch[f"{part}_env_state"][:, -1].to(dev)}
+        obs = {"pixels": {cam: batch[f"{part}_frames"][cam][:, -1].to(dev) for cam in self.cfg.cameras},
+               "agent_pos": batch[f"{part}_state"][:, -1].to(dev),
+               "environment_state": batch[f"{part}_env_state"][:, -1].to(dev)}
+        if "task" in batch:  # each window's instruction (WindowDataset), for a policy that reads it
+            obs["task"] = list(batch["task"])
+        return obs
 
     # ---- observation encoding ------------------------------------------------------------
     @property
@@ -304,6 +347,12 @@ class ChunkPolicy(nn.Module):
             if "environment_state" not in obs:
                 raise KeyError("this policy conditions on obs['environment_state'] (use_env_state=True)")
             low.append(self.normalizer.standardize("environment_state", _tensor(obs["environment_state"], dev)))
+        if self.cfg.backbone == "vla":
+            if obs.get("task") is None:
+                raise KeyError("this VLA policy reads the task instruction: obs['task'] must hold one string per row "
+                               "(the rollout engine passes each env's info['task'])")
+            words = instruction_tokens(obs["task"], self.cfg.instruction_bytes).to(dev)  # (B, W)
+            return self.encoder(images, torch.cat(low, -1), words)  # (B, P, C)
         task = obs.get("task_embedding")
         return self.encoder(images, torch.cat(low, -1), None if task is None else _tensor(task, dev))
 

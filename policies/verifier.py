@@ -34,11 +34,15 @@ def best_of_n(policy: ChunkPolicy, obs: dict[str, Any], candidates: int,
     if candidates < 1:
         raise ValueError(f"candidates must be >= 1, got {candidates}")
     rows = len(obs["agent_pos"])
-    many = _repeat(obs, candidates)  # row b's candidates are rows b*N .. b*N + N-1
-    chunks = torch.as_tensor(policy.predict_action_chunk(many, generator=generator))  # (B*N, H, A)
     dev = policy.device
-    cond = policy.encode(many)  # (B*N, C)
-    score = torch.sigmoid(policy.critics.chunk_logit(cond, policy.normalizer.action_to_unit(chunks.to(dev))))
+    if policy.head.backbone is not None:  # a VLA: the N chunks after one prefix, through the shared-prefix op
+        chunks = policy.sample_candidates(obs, candidates, generator).flatten(0, 1)  # (B*N, H, A)
+        feats = policy.features(policy.encode(obs)).repeat_interleave(candidates, dim=0)  # (B*N, F)
+    else:
+        many = _repeat(obs, candidates)  # row b's candidates are rows b*N .. b*N + N-1
+        chunks = torch.as_tensor(policy.predict_action_chunk(many, generator=generator))  # (B*N, H, A)
+        feats = policy.features(policy.encode(many))  # (B*N, C)
+    score = torch.sigmoid(policy.critics.chunk_logit(feats, policy.normalizer.action_to_unit(chunks.to(dev))))
     score = score.view(rows, candidates)  # (B, N)
     best = score.argmax(dim=1)  # (B,)
     picked = chunks.view(rows, candidates, *chunks.shape[1:])[torch.arange(rows), best.cpu()]

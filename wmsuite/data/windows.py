@@ -139,4 +139,5 @@ class WindowDataset(Dataset):
             "reached_success": torch.from_numpy((fut >= ep.length) & ep.success),
             "episode_index": torch.tensor(e),
             "t": torch.tensor(t),
+            "task": ep.task,  # the language instruction (a list of strings once batched)
         }

@@ -148,6 +148,9 @@ def _cut(batch: Any, index: int, count: int) -> Any:
         return batch[index * n:(index + 1) * n]
     if isinstance(batch, dict):
         return {k: _cut(v, index, count) for k, v in batch.items()}
+    if isinstance(batch, list) and batch and isinstance(batch[0], str):  # per-sample strings (instructions)
+        n = len(batch) // count
+        return batch[index * n:(index + 1) * n]
     if isinstance(batch, (list, tuple)):
         return type(batch)(_cut(v, index, count) for v in batch)
     return batch
