@@ -31,10 +31,10 @@ class _Wrapper:
     """Forwards the Policy contract to `inner` (reset, per-env memory, n_action_steps) and returns its
     chunks through `_transform`, clipped to [low, high]."""
 
-    def __init__(self, inner: str, low: float = -1.0, high: float = 1.0, device: str = "cpu") -> None:
+    def __init__(self, inner: str | Any, low: float = -1.0, high: float = 1.0, device: str = "cpu") -> None:
         if low >= high:
             raise ValueError(f"low must be < high, got {low} >= {high}")
-        self.inner = load_spec(inner, device=device)
+        self.inner = load_spec(inner, device=device) if isinstance(inner, str) else inner  # a spec or a policy
         self.low, self.high = low, high
         if hasattr(self.inner, "n_action_steps"):
             self.n_action_steps = self.inner.n_action_steps
@@ -106,3 +106,22 @@ class ActionScale(_Wrapper):
 
     def _transform(self, chunk: np.ndarray) -> np.ndarray:
         return chunk * self.scale
+
+
+class Instructed(_Wrapper):
+    """The inner policy told `instruction` instead of the env's task: obs["task"] replaced on every
+    row. The env still judges its own task, so a policy that follows language succeeds only where the
+    two ask for the same thing (`wmsuite eval-policy --instruction`); a language-blind one is unchanged."""
+
+    def __init__(self, inner: str | Any, instruction: str, device: str = "cpu") -> None:
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise ValueError(f"instruction must be a non-empty string, got {instruction!r}")
+        self.instruction = instruction
+        super().__init__(inner, -np.inf, np.inf, device)
+
+    def predict_action_chunk(self, obs: dict[str, Any], env_indices: Sequence[int] | None = None) -> np.ndarray:
+        told = {**obs, "task": [self.instruction] * len(obs["agent_pos"])}
+        return super().predict_action_chunk(told, env_indices)
+
+    def _transform(self, chunk: np.ndarray) -> np.ndarray:
+        return chunk

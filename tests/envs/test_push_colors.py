@@ -89,16 +89,26 @@ def test_the_rollout_engine_shows_each_sub_env_its_own_instruction_and_records_i
     assert policy.seen[0] == truth[:2] and all(len(rows) == 2 for rows in policy.seen)
 
 
-def test_eval_policy_runs_with_another_instruction_and_refuses_a_task_without_one(tmp_path, capsys):
+def test_another_instruction_reaches_the_policy_and_the_env_keeps_judging_its_own(tmp_path):
     import json
 
     from wmsuite.cli import main
+    from wmsuite.policies.wrappers import Instructed
+    from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 
     text = "push the purple cube into the green goal"
+    listener = _Listener()
+    env = make_vector_env("wmsuite/PushColors-v0", 2, asynchronous=False,
+                          env_kwargs={"cameras": (), "max_episode_steps": 2})
+    episodes = list(rollout(Instructed(listener, text), env, RolloutConfig(episodes=4, seed=0, progress=False)))
+    env.close()
+    assert all(rows == [text, text] for rows in listener.seen)  # what the policy was told
+    truth = {s: make_env("wmsuite/PushColors-v0", cameras=()).reset(seed=s)[1]["task"] for s in range(4)}
+    assert {e.meta["seed"]: e.task for e in episodes} == truth  # what the env asked for and recorded
+    # the command: a language-blind expert is not swayed; the figure says what it was told
     assert main(["eval-policy", "--env", "wmsuite/PushColors-v0", "--episodes", "4", "--videos", "0",
                  "--instruction", text, "--out", str(tmp_path / "a")]) == 0
     metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())
-    assert metrics["instruction"] == text and metrics["success_rate"] == 1.0  # the expert reads the one-hots
-    assert main(["eval-policy", "--env", "wmsuite/PushCube-v0", "--episodes", "1", "--instruction", text,
-                 "--out", str(tmp_path / "b")]) == 2
-    assert "takes no instruction" in capsys.readouterr().err and not (tmp_path / "b" / "episodes.jsonl").exists()
+    assert metrics["instruction"] == text and metrics["success_rate"] == 1.0
+    with pytest.raises(ValueError, match="non-empty string"):
+        Instructed(listener, " ")
