@@ -7,7 +7,9 @@
 Every layer is a `wmsuite.nn.SharedPrefixBlock` over the packed tokens of a `SharedPrefixLayout`
 (full attention inside the prefix and inside each suffix, each suffix attending to its prefix), so N
 candidate chunks for one observation cost P + N*H tokens instead of N*(P+H), and compute exactly what
-N separate sequences would. The chunk's outputs are read off its suffix tokens. The flow / diffusion
+N separate sequences would. The chunk's outputs are read off its suffix tokens. A single chunk per
+observation (training, plain sampling) shares nothing, and runs as ordinary sequences through torch
+SDPA with the same mask. The flow / diffusion
 machinery (training times, targets, sampling) is the policy's `ActionHead`; this module is its
 denoiser, as pi0's action expert is.
 
@@ -97,6 +99,15 @@ class VLADenoiser(nn.Module):
         chunks = x if x.dim() == 4 else x[:, None]
         b, n, h, _ = chunks.shape
         p = prefix.shape[1]
+        if n == 1:  # nothing shared: plain sequences through torch SDPA (the same function, faster on CPU)
+            seq = torch.cat([prefix, self.suffix(chunks, t)[:, 0]], dim=1)  # (B, P + H, C)
+            mask = torch.ones(p + h, p + h, dtype=torch.bool, device=seq.device)
+            mask[:p, p:] = False  # the prefix sees only itself; the chunk sees everything
+            pos = torch.arange(p + h, device=seq.device).expand(b, -1)
+            for block in self.blocks:
+                seq = block.forward_replicated(seq, pos, mask.expand(b, -1, -1))
+            out = self.out(self.norm(seq[:, p:]))  # (B, H, A)
+            return out[:, None] if x.dim() == 4 else out
         layout = SharedPrefixLayout.uniform(b, n, p, h, prefix_mask="full", suffix_mask="full")
         # uniform groups are contiguous: group b's prefix, then its N suffixes in order
         tokens = torch.cat([prefix, self.suffix(chunks, t).flatten(1, 2)], dim=1)  # (B, P + N*H, C)

@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "select": ("wmsuite.cli.select", "choose a learned simulator on a zoo's validation split, report on its test split"),
     "zoo": ("wmsuite.cli.zoo", "build the policy zoo of a task (policies whose success spans the whole range)"),
     "convert": ("wmsuite.cli.convert", "convert episodes between HDF5 and LeRobotDataset"),
-    "bench": ("wmsuite.cli.bench", "benchmarks: envs, wm, policies, attention, grpo, ray, memory"),
+    "bench": ("wmsuite.cli.bench", "benchmarks: envs, wm, policies, attention, grpo, ray, memory, candidates"),
 }
 
 # what -> module for `wmsuite bench <what>`.
@@ -40,6 +40,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "attention": ("wmsuite.cli.bench_attention", "shared-prefix attention vs replicated SDPA"),
     "grpo": ("wmsuite.cli.bench_grpo", "a GRPO update step, packed groups vs the replicated batch"),
     "ray": ("wmsuite.cli.bench_ray", "rollout throughput with simulator workers on Ray vs the local engine"),
+    "candidates": ("wmsuite.cli.bench_candidates", "a VLA's candidate chunks packed after one prefix vs replicated"),
     "memory": ("wmsuite.cli.bench_memory", "spatial-memory retrieval cost after 100 and 1,000 frames of history"),
 }
 
