@@ -113,3 +113,14 @@ def test_best_of_n_on_a_vla_scores_its_packed_candidates_and_keeps_the_best(epis
     # the critics read the prefix through the blocks: one vector per observation, the instruction in it
     feats = policy.features(policy.encode(obs))
     assert feats.shape == (3, 32) and torch.allclose(feats[0], feats[2]) and not torch.allclose(feats[0], feats[1])
+
+
+def test_bench_candidates_writes_its_figures(tmp_path):
+    import json
+
+    from wmsuite.cli import main
+
+    assert main(["bench", "candidates", "--candidates", "4", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["speedup"] == pytest.approx(m["replicated_ms"] / m["packed_ms"])
+    assert m["efficiency"] == pytest.approx(m["speedup"] / m["ideal_speedup"]) and m["ideal_speedup"] > 1
