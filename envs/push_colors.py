@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from wmsuite.envs.base import detect_blob_xy, red_mask
-from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv, yaw_from_quat
+from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv
 
 MAX_EPISODE_STEPS = 100
 CUBES = ("red", "yellow", "purple")
@@ -155,13 +155,7 @@ class PushColorsEnv(PusherEnv):
             self.data.mocap_pos[mocap] = [*goal, 0.0]
 
     def _env_state(self) -> np.ndarray:
-        out = []
-        for index in self._cubes:
-            x, y = self.data.qpos[index : index + 2]
-            yaw = yaw_from_quat(self.data.qpos[index + 3 : index + 7])
-            out += [x, y, np.cos(4 * yaw), np.sin(4 * yaw)]
-        for mocap in self._goals:
-            out += list(self.data.mocap_pos[mocap, :2])
+        out = self._cubes_and_goals()
         cube, goal = (int(v) for v in self.data.userdata[:2])
         named = np.zeros(len(CUBES) + len(GOALS))
         named[cube], named[len(CUBES) + goal] = 1.0, 1.0

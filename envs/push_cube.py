@@ -99,6 +99,18 @@ class PusherEnv(MujocoTaskEnv):
     def _agent_pos(self) -> np.ndarray:
         return self.data.qpos[self._pusher : self._pusher + 2].copy()
 
+    def _cubes_and_goals(self) -> list[float]:
+        """Per cube of `self._cubes` (qpos indices) its (x, y, cos 4*yaw, sin 4*yaw), then per goal of
+        `self._goals` (mocap ids) its (x, y): environment_state of the tasks with several cubes."""
+        out: list[float] = []
+        for index in self._cubes:
+            x, y = self.data.qpos[index : index + 2]
+            yaw = yaw_from_quat(self.data.qpos[index + 3 : index + 7])
+            out += [x, y, np.cos(4 * yaw), np.sin(4 * yaw)]
+        for mocap in self._goals:
+            out += list(self.data.mocap_pos[mocap, :2])
+        return out
+
 
 class PushCubeEnv(PusherEnv):
     """See the module docstring. `variant`: a key of VARIANTS ('' is the training scene); other kwargs:

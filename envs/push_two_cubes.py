@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from wmsuite.envs.base import detect_blob_xy, green_mask, red_mask, sample_away
-from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv, yaw_from_quat
+from wmsuite.envs.push_cube import CUBE_HALF, GOAL_RADIUS, PusherEnv
 
 MAX_EPISODE_STEPS = 200
 CUBES = ("red", "green")
@@ -103,11 +103,4 @@ class PushTwoCubesEnv(PusherEnv):
             self.data.mocap_pos[mocap] = [*goal, 0.0]
 
     def _env_state(self) -> np.ndarray:
-        out = []
-        for index in self._cubes:
-            x, y = self.data.qpos[index : index + 2]
-            yaw = yaw_from_quat(self.data.qpos[index + 3 : index + 7])
-            out += [x, y, np.cos(4 * yaw), np.sin(4 * yaw)]
-        for mocap in self._goals:
-            out += list(self.data.mocap_pos[mocap, :2])
-        return np.array(out)
+        return np.array(self._cubes_and_goals())
