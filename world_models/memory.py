@@ -17,7 +17,7 @@ How it works:
   voxelises them (`voxel` metres). A frame whose voxels are at least `new_coverage` new becomes a
   keyframe: its new voxels enter the cache tagged with its index, its payload is kept. Other frames
   leave the cache as it was, so the cache and the keyframes grow with the area seen, not with time.
-- `retrieve` projects every cached point into the query camera and counts, per source keyframe, the
+- `retrieve` projects the cached points into the query camera and counts, per source keyframe, the
   points that land inside the image in front of the camera; the top `top_k` keyframes with at least
   `min_points` points, and none newer than `exclude_after` (those are in the model's context already),
   come back, most points first. Occlusion is not tested (a flat, top-down scene has almost none).
