@@ -1,6 +1,6 @@
 """What a spatial memory buys: one-chunk predictions on revisit frames against first-visit frames.
 
-For a task whose camera moves with the agent (its probe names the moving camera, PushCubeEgo), every
+For a task whose camera moves with the agent (its probe names the moving camera), every
 frame of a held-out episode is labelled from the true geometry (`memory.revisits`: the camera poses
 the probe derives from agent_pos, the ground plane's depth): a *revisit* shows mostly a place the
 camera left more than `gap` frames earlier, a *first visit* shows almost nothing seen that long ago.

@@ -75,7 +75,8 @@ def test_tiny_policy_overfits_one_chunk(kind, extra, episodes):
     policy = tiny_policy(kind, episodes, **extra).eval()  # eval: no augmentation, one observation -> one chunk
     one = window_batch(episodes, b=1)
     one["action_is_pad"] = torch.zeros_like(one["action_is_pad"])
-    batch = {k: v.expand(32, *v.shape[1:]) if torch.is_tensor(v) else {c: f.expand(32, *f.shape[1:]) for c, f in v.items()}
+    batch = {k: v.expand(32, *v.shape[1:]) if torch.is_tensor(v) else v * 32 if isinstance(v, list) else
+             {c: f.expand(32, *f.shape[1:]) for c, f in v.items()}
              for k, v in one.items()}  # the same window 32 times: many noise/time draws per step
     opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, OVERFIT_STEPS)

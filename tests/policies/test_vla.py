@@ -58,7 +58,8 @@ def test_a_tiny_vla_learns_what_only_the_instruction_says(episodes):
     one = window_batch(episodes, b=1)
     one["action_is_pad"] = torch.zeros_like(one["action_is_pad"])
     batch = {k: v.expand(32, *v.shape[1:]) if torch.is_tensor(v) else
-             {c: f.expand(32, *f.shape[1:]) for c, f in v.items()} if isinstance(v, dict) else v for k, v in one.items()}
+             {c: f.expand(32, *f.shape[1:]) for c, f in v.items()} if isinstance(v, dict) else v * 32
+             for k, v in one.items()}
     target = one["actions"][0]  # (H, A)
     other = -target  # the other instruction's chunk
     batch["actions"] = torch.stack([target if i % 2 == 0 else other for i in range(32)])
