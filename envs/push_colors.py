@@ -4,8 +4,8 @@ Where language matters: one scene holds six tasks. Three 5 cm cubes (red, yellow
 disks of radius 5 cm (pale green, white) on PushCube's table, with its walls, pusher, physics and
 camera (assets/scenes/push_colors.xml). The instruction ("push the yellow cube into the white goal")
 is drawn with the layout from the seed, or fixed: `instruction=` at construction (every episode) or
-`options={"instruction": ...}` at reset (that episode). A policy that ignores it succeeds on about one
-task in six.
+`options={"instruction": ...}` at reset (that episode). A policy that ignores it can succeed only
+where the task it happens to do is the one asked for.
 
 Layout from the seed: each cube's centre uniform in [-0.15, 0.15]^2 with a random yaw, the cubes 10
 cm or more apart; each goal uniform in [-0.17, 0.17]^2, 12 cm or more from every cube and from the

@@ -160,7 +160,7 @@ def _clearance(start: np.ndarray, end: np.ndarray, point: np.ndarray) -> float:
 class PushCubeEgoExpert(PushCubeExpert):
     """PushCube's expert on the large table, seen through the riding camera: first it goes to look at
     the goal (scouting, round the cube if the cube is in the way), then it pushes the cube there, which
-    brings the camera back to the goal some twenty or more steps after it left. Its extra failure mode
+    brings the camera back to the goal after it has left it. Its extra failure mode
     misremembers pushes the cube to a point 15-25 cm off the goal (what an agent that forgot where
     the goal was would do)."""
 
