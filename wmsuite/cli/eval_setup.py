@@ -215,6 +215,8 @@ def make_env_factory(cfg: EvalConfig, model, round_trip_model=None) -> EnvFactor
     if judge == "tracked" and (probe is None or probe.reach is None):
         raise ValueError(f"--judge tracked needs the task probe's reach, and {cfg.env}'s probe defines none; "
                          "use --judge state")
+    if model.cfg.memory_frames:  # a model with memory on a task without a moving camera: refused before any episode
+        memory_geometry(cfg.env, model.cfg.camera)
     return EnvFactory(replace(cfg, judge=judge), model, round_trip_model, env_kwargs(cfg, model))
 
 
