@@ -52,10 +52,9 @@
   and reports `trust/idm_stop` 1.0 on that step (0.0 on the others): the frames no longer show the
   actions given, so nothing after them is evidence about the policy. The caller decides what such an
   episode counts as (`wmsuite eval` measures it both as a failure and as an abstention).
-- A model trained with a spatial memory (memory_frames > 0) gets `memory_geometry`, the task's moving
-  camera: each sub-env keeps the memory of its episode (memory.LatentMemory; reset with it), offered
-  the real start frame and every generated frame, posed by the agent position the heads read; each
-  step's chunk is generated with the frames it retrieves.
+- A model with a spatial memory (memory_frames > 0) gets `memory_geometry`, the task's moving camera:
+  each sub-env keeps its episode's memory (memory.LatentMemory), fed the real start frame and every
+  generated frame posed by the heads' agent position, and each chunk sees the frames it retrieves.
 - Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
   or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
 - Autoreset is disabled (Gymnasium's AutoresetMode.DISABLED): reset finished sub-envs with
@@ -262,7 +261,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         with torch.no_grad():
             lat, self.state = rollout(model, before, act, FORWARD, self.sampling_steps, self._gen,
                                       self.memory)  # (n, H, C, s, s)
-            heads = model.predict_heads(lat)  # each (n, H, ...)
+            heads = self.memory.last_heads if self.memory is not None else model.predict_heads(lat)  # each (n, H, ...)
             idm = model.inverse_dynamics(before.newest, lat)  # (n, H, A)
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
             fired = {"head": (prob > self.success_threshold).cpu().numpy()}  # judge -> (n, H) bool
@@ -374,9 +373,9 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`: see the module docstring (the caller
-    fills them in from the task probe). world_models never imports
-    wmsuite.envs: the caller registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
+    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`: see the module docstring
+    (the caller fills them in from the task probe). world_models never imports wmsuite.envs: the caller
+    registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
         spec = env_spec(env_id)

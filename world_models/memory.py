@@ -354,6 +354,7 @@ class LatentMemory:
         self.bank = MemoryBank(rows, self.cfg)
         self.t = np.zeros(rows, np.int64)  # index of each row's newest frame
         self.newest_pose = np.zeros((rows, 4, 4))
+        self.last_heads: dict[str, torch.Tensor] = {}  # the heads' readings of the last frames observed
 
     def reset(self, rows: Sequence[int], latents: torch.Tensor, agent_pos: np.ndarray) -> None:
         """New episodes in `rows`: their real start frames (m, C, s, s) at agent positions (m, D)."""
@@ -364,8 +365,10 @@ class LatentMemory:
             self._offer(row, latents[j], np.asarray(agent_pos[j]))
 
     def observe(self, latents: torch.Tensor, rows: Sequence[int] | None = None) -> None:
-        """Offer each row's newly generated frames (B, H, C, s, s), posed by the heads' agent_pos."""
-        pos = self.model.predict_heads(latents)["agent_pos"].cpu().numpy()  # (B, H, D)
+        """Offer each row's newly generated frames (B, H, C, s, s), posed by the heads' agent_pos. The
+        heads' readings stay in `last_heads`, so a caller that needs them too need not run them again."""
+        self.last_heads = self.model.predict_heads(latents)  # each (B, H, ...)
+        pos = self.last_heads["agent_pos"].cpu().numpy()  # (B, H, D)
         for j, row in enumerate(range(len(self.bank)) if rows is None else rows):
             for h in range(latents.shape[1]):
                 self.t[row] += 1
