@@ -22,7 +22,7 @@ from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec, stack_cameras
 from wmsuite.world_models.config import camera_names
-from wmsuite.world_models.memory import MemoryGeometry, episode_retrievals, reproject
+from wmsuite.world_models.memory import LatentMemory, MemoryGeometry, episode_retrievals, reproject
 from wmsuite.world_models.model import LatentWorldModel, instruction_tokens
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
@@ -191,14 +191,21 @@ def frame_targets(episodes: Sequence[Episode]) -> dict[str, torch.Tensor]:
 
 @torch.no_grad()
 def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], latents: torch.Tensor,
-                        windows: int, chunks: int, seed: int = 0, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+                        windows: int, chunks: int, seed: int = 0, batch: int = 64,
+                        geometry: MemoryGeometry | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Frames the world model generates, paired with the index of the real frame each stands for.
 
     From `windows` random start frames (the start frame repeated as context, as a rollout from a reset
     begins, or the K real frames before it), roll the model open-loop for up to `chunks` chunks with
     the episode's true actions. latents: every real frame of every episode, concatenated (N, C, s, s).
-    Returns generated latents (M, C, s, s) and their real frame indices into `latents` (M,).
+    A model with spatial memory needs `geometry` (the task's moving camera): its memory holds the
+    start frame alone after a reset-like start, else every real frame up to the start, then each
+    generated frame, posed by the episode's recorded agent positions (the heads being trained cannot
+    pose them yet). Returns generated latents (M, C, s, s) and their real frame indices into `latents` (M,).
     """
+    if model.cfg.memory_frames and geometry is None:
+        raise ValueError("a world model with spatial memory (memory_frames > 0) generates with its memory: pass "
+                         "geometry, the task's moving camera (wmsuite.cli.common.memory_geometry)")
     k, h = model.cfg.context, model.cfg.chunk
     offsets = np.cumsum([0] + [ep.length + 1 for ep in episodes])
     buckets = model.cfg.instruction_buckets
@@ -215,6 +222,8 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
                             for a, t, o in zip(e, t0, one)])  # (b, K) rows of `latents`
         words = instructions[torch.from_numpy(e)] if instructions is not None else None  # (b, W)
         state = WorldModelState(latents[torch.from_numpy(ctx_idx).to(latents.device)], words)  # context (b, K, C, s, s)
+        memory = _true_pose_memory(model, geometry, episodes, latents, offsets, e, t0, one, h) \
+            if model.cfg.memory_frames else None
         for c in range(chunks):
             t = t0 + c * h  # first action of this chunk
             alive = np.array([tt + h <= episodes[a].length for a, tt in zip(e, t)])
@@ -224,8 +233,30 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
             for j, (a, tt) in enumerate(zip(e, t)):
                 if alive[j]:
                     act[j] = episodes[a].actions[tt : tt + h]
-            lat, state = rollout(model, state, torch.from_numpy(act).to(latents.device), generator=gen)  # (b, H, C, s, s)
+            lat, state = rollout(model, state, torch.from_numpy(act).to(latents.device), generator=gen,
+                                 memory=memory)  # (b, H, C, s, s)
             rows = np.flatnonzero(alive)
             out_lat.append(lat[torch.from_numpy(rows).to(latents.device)].flatten(0, 1).cpu())
             out_idx.append(torch.from_numpy((offsets[e[rows]] + t[rows])[:, None] + np.arange(1, h + 1)).flatten())
     return torch.cat(out_lat).to(latents.device), torch.cat(out_idx).to(latents.device)
+
+
+def _true_pose_memory(model: LatentWorldModel, geometry: MemoryGeometry, episodes: Sequence[Episode],
+                      latents: torch.Tensor, offsets: np.ndarray, eps: np.ndarray, starts: np.ndarray,
+                      single: np.ndarray, h: int) -> LatentMemory:
+    """generated_head_data's memory for one batch of windows: each row's real frames up to its start
+    (the start alone for a reset-like window), then its generated frames, posed by the recorded agent
+    positions of the frames they stand for."""
+    first = np.where(single, starts, 0)  # the episode frame each row's memory starts at
+
+    def recorded(lat: torch.Tensor) -> np.ndarray:  # (b, H, C, s, s) -> (b, H, D)
+        newest = first + memory.t  # the episode frame of each row's newest frame, before these
+        return np.stack([episodes[a].state[np.minimum(np.arange(n + 1, n + h + 1), episodes[a].length)]
+                         for a, n in zip(eps, newest)])
+
+    memory = LatentMemory(model, geometry, len(eps), poses=recorded)
+    for j, (a, f0, t) in enumerate(zip(eps, first, starts)):
+        memory.reset([j], latents[offsets[a] + f0][None], episodes[a].state[f0][None])
+        for f in range(f0 + 1, t + 1):
+            memory.append(j, latents[offsets[a] + f], episodes[a].state[f])
+    return memory

@@ -31,7 +31,7 @@ Conventions: OpenCV cameras (x right, y down, z along the view), pixel (row r, c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -342,13 +342,17 @@ def episode_retrievals(poses: np.ndarray, geometry: MemoryGeometry, image_size: 
 
 class LatentMemory:
     """The spatial memory of a batched imagined rollout: one `SpatialMemory` per row, fed latent frames
-    with the camera poses the frame heads read off them (`geometry.pose_fn` of the predicted agent_pos),
-    asked before every chunk for the memory input of the model (`context()`)."""
+    with the camera poses the frame heads read off them (`geometry.pose_fn` of the predicted agent_pos;
+    or of known positions, `poses`), asked before every chunk for the memory input of the model
+    (`context()`)."""
 
-    def __init__(self, model: Any, geometry: MemoryGeometry, rows: int, cfg: MemoryConfig | None = None) -> None:
+    def __init__(self, model: Any, geometry: MemoryGeometry, rows: int, cfg: MemoryConfig | None = None,
+                 poses: Callable[[torch.Tensor], np.ndarray] | None = None) -> None:
+        """`poses`: observed latents (B, H, C, s, s) -> the agent positions (B, H, D) to pose them by,
+        where they are known (the heads pass, which rolls recorded actions); None: the frame heads'."""
         if not model.cfg.memory_frames:
             raise ValueError("LatentMemory serves a world model trained with memory (memory_frames > 0)")
-        self.model, self.geometry, self.cfg = model, geometry, cfg or MemoryConfig()
+        self.model, self.geometry, self.cfg, self.poses = model, geometry, cfg or MemoryConfig(), poses
         self.size = model.codec_cfg.image_size
         self.k = geometry.intrinsics(self.size)
         self.bank = MemoryBank(rows, self.cfg)
@@ -365,14 +369,22 @@ class LatentMemory:
             self._offer(row, latents[j], np.asarray(agent_pos[j]))
 
     def observe(self, latents: torch.Tensor, rows: Sequence[int] | None = None) -> None:
-        """Offer each row's newly generated frames (B, H, C, s, s), posed by the heads' agent_pos. The
-        heads' readings stay in `last_heads`, so a caller that needs them too need not run them again."""
-        self.last_heads = self.model.predict_heads(latents)  # each (B, H, ...)
-        pos = self.last_heads["agent_pos"].cpu().numpy()  # (B, H, D)
+        """Offer each row's newly generated frames (B, H, C, s, s), posed by the heads' agent_pos (or
+        by `poses`). The heads' readings stay in `last_heads`, so a caller that needs them too need not
+        run them again."""
+        if self.poses is not None:
+            self.last_heads, pos = {}, np.asarray(self.poses(latents))  # (B, H, D)
+        else:
+            self.last_heads = self.model.predict_heads(latents)  # each (B, H, ...)
+            pos = self.last_heads["agent_pos"].cpu().numpy()  # (B, H, D)
         for j, row in enumerate(range(len(self.bank)) if rows is None else rows):
             for h in range(latents.shape[1]):
-                self.t[row] += 1
-                self._offer(row, latents[j, h], pos[j, h])
+                self.append(row, latents[j, h], pos[j, h])
+
+    def append(self, row: int, latent: torch.Tensor, agent_pos: np.ndarray) -> None:
+        """Offer one more frame (C, s, s) of `row`'s episode, taken at `agent_pos` (D,)."""
+        self.t[row] += 1
+        self._offer(row, latent, np.asarray(agent_pos))
 
     def context(self, rows: Sequence[int] | None = None) -> torch.Tensor:
         """(B, M, C + 1, s, s): each row's retrieved frames reprojected into its newest frame's camera;

@@ -231,13 +231,15 @@ def heads_loss(model: LatentWorldModel, batch: dict[str, torch.Tensor],
 
 def train_heads(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Episode], tcfg: TrainerConfig,
                 cfg: HeadsConfig, labels: FrameLabels | None = None, step: int = 0,
-                extra: dict | None = None, resume: bool = False) -> dict[str, float]:
+                extra: dict | None = None, resume: bool = False,
+                geometry: MemoryGeometry | None = None) -> dict[str, float]:
     """Fine-tune the frame heads alone on every real frame (with latent noise) and, for a
     `cfg.generated_fraction` of every batch, on frames the model generated itself, labelled by the
     real frames they stand for or, with `labels`, by what each frame shows. Rewrites out/latest/ and
     out/step_<step>/ (the dynamics' step; `extra` joins their config, `heads_steps` the heads' own
     step). `resume`: go on from the heads' train state (a pass that was interrupted on the same
-    dynamics). Returns the last step's losses."""
+    dynamics). `geometry`: the task's moving camera, for a model with memory (it generates with its
+    memory, as in imagination). Returns the last step's losses."""
     torch.manual_seed(trainer.seed)
     model.to(trainer.device).eval()
     latents = torch.cat(encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera)))  # (N, C, s, s)
@@ -245,7 +247,7 @@ def train_heads(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Ep
     gen_lat, gen_idx = latents[:0], torch.zeros(0, dtype=torch.long)
     if cfg.generated_fraction > 0:
         gen_lat, gen_idx = generated_head_data(model, episodes, latents.to(trainer.device), cfg.generated_windows,
-                                               cfg.generated_chunks, trainer.seed)
+                                               cfg.generated_chunks, trainer.seed, geometry=geometry)
         gen_lat, gen_idx = gen_lat.cpu(), gen_idx.cpu()
     gen_env, gen_success = tgt["env_state"][gen_idx], tgt["success"][gen_idx]
     if labels is not None and len(gen_lat):

@@ -184,3 +184,28 @@ def test_train_wm_trains_a_memory_model_on_the_ego_task_and_refuses_a_task_witho
                  "--model.memory-frames", "2", "--codec-from", str(tmp_path / "wm" / "codec"),
                  "--env", "wmsuite/PushCube-v0", *tiny]) == 2  # a task whose cameras are fixed: refused, nothing trained
     assert "names none" in capsys.readouterr().err and not (tmp_path / "wm-fixed" / "latest").exists()
+
+
+def test_the_heads_pass_generates_with_a_memory_posed_by_the_recorded_path(ego_episodes):
+    from wmsuite.world_models.data import _true_pose_memory, generated_head_data
+    from wmsuite.world_models.rollout import WorldModelState, rollout
+
+    model = _model(ego_episodes, 2)
+    latents = torch.cat([model.codec.encode(torch.from_numpy(ep.obs["ego"]).permute(0, 3, 1, 2)) for ep in ego_episodes])
+    with pytest.raises(ValueError, match="geometry"):
+        generated_head_data(model, ego_episodes, latents, windows=2, chunks=1)
+    gen, idx = generated_head_data(model, ego_episodes, latents, windows=4, chunks=2, geometry=GEOMETRY)
+    assert gen.shape[1:] == latents.shape[1:] and len(gen) == len(idx) > 0
+    offsets = np.cumsum([0] + [ep.length + 1 for ep in ego_episodes])
+    eps, starts, single = np.array([0, 1]), np.array([9, 9]), np.array([False, True])
+    memory = _true_pose_memory(model, GEOMETRY, ego_episodes, latents, offsets, eps, starts, single, model.cfg.chunk)
+    assert memory.t.tolist() == [9, 0]  # every real frame up to the start / the start alone, as after a reset
+    for j, e in enumerate(eps):  # each row's newest frame posed where the episode was at its start
+        np.testing.assert_allclose(memory.newest_pose[j], ego_pose(ego_episodes[e].state[9]))
+    context = latents[offsets[eps] + 9][:, None].expand(-1, model.cfg.context, -1, -1, -1)
+    h = model.cfg.chunk
+    actions = torch.from_numpy(np.stack([ego_episodes[e].actions[9 : 9 + h] for e in eps]))
+    rollout(model, WorldModelState(context), actions, memory=memory)
+    assert memory.t.tolist() == [9 + h, h]
+    for j, e in enumerate(eps):  # the generated frames posed by the recorded path, not by untrained heads
+        np.testing.assert_allclose(memory.newest_pose[j], ego_pose(ego_episodes[e].state[9 + h]))

@@ -311,9 +311,13 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = 
                              f"({camera!r}) does not generate; use --heads.labels real")
         labels = frame_labels(lambda frames: detect(split_cameras(frames, camera)[probe.camera]), probe.detected_xy,
                               probe.success_from_env_state)
+    geometry = None
+    if model.cfg.memory_frames:
+        geometry = memory_geometry(cfg.env or recorded_env_id(str(data_files(cfg.data)[0]), episodes), model.cfg.camera)
     began = time.time()
     logs = train_heads(trainer, model, episodes, cfg.heads_train, cfg.heads, labels, step=int(saved["step"]),
-                       extra={k: saved[k] for k in ("ema_decay", *DISTILLED) if k in saved}, resume=resume)
+                       extra={k: saved[k] for k in ("ema_decay", *DISTILLED) if k in saved}, resume=resume,
+                       geometry=geometry)
     print(f"heads fine-tuned for {cfg.heads_train.steps} steps in {(time.time() - began) / 60:.1f} min: {logs}")
     return 0
 
