@@ -1,6 +1,7 @@
 """Export a trained world model as a small shipped checkpoint (weights in float16, no optimizer state).
 
-    python -m wmsuite.world_models.export runs/wm-pushcube assets/wm/pushcube [--sampling-steps 3]
+    python -m wmsuite.world_models.export runs/wm-pushcube assets/wm/pushcube [--sampling-steps 3] \
+        [--env-id wmsuite/PushCube-v0]
 
 Buffers (normalisation statistics) stay float32; `load_world_model` casts the weights back to float32.
 """
@@ -18,8 +19,18 @@ from wmsuite.world_models import WORLD_MODELS, WorldModelConfig, resolve_checkpo
 
 
 def export_model(src: str | Path, dst: str | Path, half: bool = True, extra: dict | None = None,
-                 sampling_steps: int | None = None) -> Path:
-    """Write `dst` from `src`; `sampling_steps` replaces the checkpoint's default number of Euler steps."""
+                 sampling_steps: int | None = None, env_id: str | None = None) -> Path:
+    """Write `dst` from `src`; `sampling_steps` replaces the checkpoint's default number of Euler steps;
+    `env_id` (a registered Gymnasium id) names the task the model simulates in its config.json."""
+    if env_id is not None:
+        import gymnasium as gym
+
+        import wmsuite.envs  # noqa: F401  (registers the built-in ids)
+
+        if env_id not in gym.registry:
+            raise ValueError(f"env_id {env_id!r} is not a registered environment; built-in ones: "
+                             f"{sorted(k for k in gym.registry if k.startswith('wmsuite/'))}")
+        extra = {**(extra or {}), "env_id": env_id}
     tensors, config = load_checkpoint(resolve_checkpoint(src), expect_class=tuple(WORLD_MODELS))
     if sampling_steps is not None:
         WorldModelConfig(**{**config["world_model"], "sampling_steps": sampling_steps})  # validates it
@@ -37,8 +48,10 @@ def main() -> None:
     parser.add_argument("--float32", action="store_true", help="keep float32 weights")
     parser.add_argument("--sampling-steps", type=int, default=None,
                         help="default Euler steps per generated chunk of the shipped model")
+    parser.add_argument("--env-id", default=None, help="the task the model simulates, written to config.json")
     args = parser.parse_args()
-    path = export_model(args.src, args.dst, half=not args.float32, sampling_steps=args.sampling_steps)
+    path = export_model(args.src, args.dst, half=not args.float32, sampling_steps=args.sampling_steps,
+                        env_id=args.env_id)
     size = sum(f.stat().st_size for f in Path(path).iterdir()) / 1e6
     print(f"wrote {path} ({size:.1f} MB)")
     print(json.dumps({k: v for k, v in json.loads((path / "config.json").read_text()).items()

@@ -34,7 +34,9 @@ if stage heads; then
   OMP_NUM_THREADS=${THREADS:-1} wmsuite train-wm --data $DATA --out "$RUN" --stage heads --model.sampling-steps 3 \
       --heads-train.steps 1500 --heads.labels real --seed 1
 fi
-if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
+if stage export; then
+  python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3 --env-id wmsuite/PushCubeEgo-v0
+fi
 if stage fidelity; then
   OMP_NUM_THREADS=2 wmsuite eval-wm --wm "$DST" --data data/pushcubeego_heldout.hdf5 \
       --horizons 4 8 16 32 64 128 --out "$OUT/eval-wm"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -227,6 +228,11 @@ def test_half_precision_export_loads_back_close(episodes, tmp_path):
     with pytest.raises(ValueError, match="sampling_steps"):
         export_model(tmp_path / "run", tmp_path / "zero", sampling_steps=0)
     assert not (tmp_path / "zero").exists()
+    export_model(tmp_path / "run", tmp_path / "named", env_id="wmsuite/PushCubeEgo-v0")
+    assert json.loads((tmp_path / "named" / "config.json").read_text())["env_id"] == "wmsuite/PushCubeEgo-v0"
+    with pytest.raises(ValueError, match="not a registered environment"):
+        export_model(tmp_path / "run", tmp_path / "unknown", env_id="wmsuite/NoSuchTask-v0")
+    assert not (tmp_path / "unknown").exists()
 
 
 def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episodes):
