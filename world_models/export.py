@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from wmsuite.checkpoint import load_checkpoint, save_checkpoint
+from wmsuite.rollout.engine import checked_env_id
 from wmsuite.world_models import WORLD_MODELS, WorldModelConfig, resolve_checkpoint
 
 
@@ -23,13 +24,10 @@ def export_model(src: str | Path, dst: str | Path, half: bool = True, extra: dic
     """Write `dst` from `src`; `sampling_steps` replaces the checkpoint's default number of Euler steps;
     `env_id` (a registered Gymnasium id) names the task the model simulates in its config.json."""
     if env_id is not None:
-        import gymnasium as gym
-
-        import wmsuite.envs  # noqa: F401  (registers the built-in ids)
-
-        if env_id not in gym.registry:
-            raise ValueError(f"env_id {env_id!r} is not a registered environment; built-in ones: "
-                             f"{sorted(k for k in gym.registry if k.startswith('wmsuite/'))}")
+        try:
+            checked_env_id(env_id)  # the core's check (wmsuite's ids registered on the way)
+        except ValueError as err:
+            raise ValueError(f"env_id {env_id!r} is not a registered environment: {err}") from err
         extra = {**(extra or {}), "env_id": env_id}
     tensors, config = load_checkpoint(resolve_checkpoint(src), expect_class=tuple(WORLD_MODELS))
     if sampling_steps is not None:
