@@ -74,6 +74,9 @@ class TaskProbe:
     """The moving camera's vertical field of view in degrees (square images)."""
     moving_camera_pose: Callable[[np.ndarray], np.ndarray] | None = None
     """(..., D) agent_pos -> (..., 4, 4) the moving camera's camera-to-world pose (OpenCV convention)."""
+    moving_camera_advance: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    """(..., D) agent_pos, (..., H, A) actions -> (..., D) where the actions command the agent, so that
+    the spatial memory can draw the view a chunk is heading for; None: the memory draws the newest view."""
     moving_threshold: float = 0.01
     """Metres the object must travel over a chunk for the window to count as one where it moves (contact
     figures, moving-window sampling): above the detector's error, below a push's travel."""
@@ -179,7 +182,7 @@ PROBES: dict[str, TaskProbe] = _probes(
               object_xy_from_frames=push_cube_ego.detect_cube_xy, perturb_start=_nudge_cube,
               reach=PUSHER_REACH,
               static_state=slice(4, 6), moving_camera="ego", moving_camera_fovy=push_cube_ego.EGO_FOVY,
-              moving_camera_pose=push_cube_ego.ego_pose),
+              moving_camera_pose=push_cube_ego.ego_pose, moving_camera_advance=push_cube_ego.ego_advance),
     # agent_pos (2,) pusher xy; environment_state (21,) red, yellow, purple cube (x, y, cos/sin 4*yaw), green
     # and white goal xy, the instruction's one-hots (push_colors.py). The probe's object is the red cube,
     # the others the yellow and purple ones; the goals and the instruction stay fixed through an episode

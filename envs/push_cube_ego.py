@@ -49,6 +49,7 @@ N_LANDMARKS = 6
 EGO_HEIGHT = 0.022 + 0.35  # m, the ego camera above the table: pusher body height plus the mount
 EGO_FOVY = 50.0  # degrees, push_cube_ego.xml's ego camera
 HALF_TABLE = 0.5  # m, inside the walls
+PUSHER_RANGE = 0.47  # m, push_cube_ego.xml's pusher joints' range (either axis)
 is_success_from_env_state = push_cube.is_success_from_env_state
 """(..., 6) environment_state -> (...) bool: PushCube's rule, the cube's centre inside the goal disk."""
 
@@ -63,6 +64,14 @@ def ego_pose(agent_pos: np.ndarray) -> np.ndarray:
     pose[..., 2, 3] = EGO_HEIGHT
     pose[..., 3, 3] = 1.0
     return pose
+
+
+def ego_advance(agent_pos: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """(..., 2) pusher (x, y), (..., H, 2) actions -> (..., 2) where the actions command the pusher: each
+    moves the servo target ACTION_SCALE times the saturated action on from the pusher, within the
+    joints' range (the ego camera's carrier; what blocks the pusher, a cube, is not modelled)."""
+    step = push_cube.ACTION_SCALE * np.clip(np.asarray(actions, np.float64), -1.0, 1.0).sum(-2)
+    return np.clip(np.asarray(agent_pos, np.float64)[..., :2] + step, -PUSHER_RANGE, PUSHER_RANGE)
 
 
 def detect_cube_xy(frames: np.ndarray, camera: str = "top") -> np.ndarray:

@@ -88,8 +88,11 @@ class LatentWindows:
                 raise ValueError("memory_frames > 0 needs the task's camera geometry (MemoryGeometry, from its probe) "
                                  "and the frames' image size")
             self.poses = [np.asarray(geometry.pose_fn(ep.state), np.float64) for ep in episodes]
-            self.retrieved = [episode_retrievals(p, geometry, image_size, context, memory_frames)
-                              for p in tqdm(self.poses, desc="memory: retrieve", unit="ep", leave=False)]
+            # per episode, the camera window t's memory is drawn in: where its chunk's actions lead (T+1, 4, 4)
+            self.views = [geometry.chunk_pose(ep.state, _chunks(ep.actions, chunk)) for ep in episodes]
+            self.retrieved = [episode_retrievals(p, geometry, image_size, context, memory_frames, views=v)
+                              for p, v in tqdm(list(zip(self.poses, self.views)), desc="memory: retrieve",
+                                               unit="ep", leave=False)]
 
     @functools.cached_property
     def moving(self) -> torch.Tensor:
@@ -139,16 +142,24 @@ class LatentWindows:
 
 
     def _memory(self, items: list[dict]) -> torch.Tensor:
-        """(B, M, C+1, s, s): each window's retrieved frames reprojected into its newest context frame's camera."""
+        """(B, M, C+1, s, s): each window's retrieved frames reprojected into the camera its chunk is
+        expected to end in (MemoryGeometry.chunk_pose; the newest context frame's where the task's
+        geometry cannot tell)."""
         lat, src, dst = [], [], []
         for it in items:
             e, t = int(it["episode_index"]), int(it["t"])
             idx = torch.from_numpy(self.retrieved[e][t])  # (M,)
             lat.append(self.latents[e][idx.clamp_min(0)] * (idx >= 0).view(-1, 1, 1, 1))
             src.append(torch.from_numpy(self.poses[e][idx.clamp_min(0).numpy()]) * (idx >= 0).view(-1, 1, 1))
-            dst.append(torch.from_numpy(self.poses[e][t]))
+            dst.append(torch.from_numpy(self.views[e][t]))
         return reproject(torch.stack(lat), torch.stack(src), torch.stack(dst), self.geometry, self.image_size,
                          self.padded_size)
+
+
+def _chunks(actions: np.ndarray, h: int) -> np.ndarray:
+    """(T, A) -> (T+1, H, A): the H actions from each frame on, zero (standing still) past the end."""
+    padded = np.concatenate([np.asarray(actions, np.float64), np.zeros((h, actions.shape[1]))])
+    return np.lib.stride_tricks.sliding_window_view(padded, h, axis=0).transpose(0, 2, 1)[: len(actions) + 1]
 
 
 @torch.no_grad()

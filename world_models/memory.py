@@ -282,6 +282,18 @@ class MemoryGeometry:
     """(..., D) agent_pos -> (..., 4, 4) the camera's camera-to-world pose (OpenCV convention)."""
     plane_z: float = 0.0
     """Height of the ground plane whose depth stands in for the depth of every frame."""
+    advance_fn: Any = None
+    """(..., D) agent_pos, (..., H, A) actions -> (..., D): where the actions command the camera's carrier
+    (the task's controller, from its probe). With it the memory is retrieved for, and drawn in, the
+    camera a chunk is expected to end in: the ground the chunk is about to reveal, which the context
+    does not show. None: the newest frame's camera (the view the context already holds)."""
+
+    def chunk_pose(self, agent_pos: np.ndarray, actions: np.ndarray | None) -> np.ndarray:
+        """agent_pos (..., D), the chunk's actions (..., H, A) or None -> (..., 4, 4) the camera the
+        memory is drawn in for that chunk (see advance_fn)."""
+        if self.advance_fn is not None and actions is not None:
+            agent_pos = self.advance_fn(np.asarray(agent_pos, np.float64), np.asarray(actions, np.float64))
+        return np.asarray(self.pose_fn(agent_pos), np.float64)
 
     def intrinsics(self, size: int) -> np.ndarray:
         """(3, 3) pinhole intrinsics for (size, size) images."""
@@ -323,19 +335,21 @@ def reproject(latents: torch.Tensor, src_poses: torch.Tensor, dst_poses: torch.T
 
 
 def episode_retrievals(poses: np.ndarray, geometry: MemoryGeometry, image_size: int, context: int, frames: int,
-                       cfg: MemoryConfig | None = None) -> np.ndarray:
+                       cfg: MemoryConfig | None = None, views: np.ndarray | None = None) -> np.ndarray:
     """For every frame t of one episode, the memory frames a window whose newest context frame is t
     gets: poses (T+1, 4, 4) -> (T+1, frames) int64 frame indices, -1 for an empty slot. The memory at t
     holds the frames up to t - context (the ones before the context), offered in order with the
-    ground plane's depth, as an imagined rollout offers its frames; retrieval uses frame t's pose."""
+    ground plane's depth, as an imagined rollout offers its frames; retrieval is for the camera
+    views[t] (T+1, 4, 4), the one window t's memory is drawn in (default: frame t's own)."""
     cfg = cfg or MemoryConfig()
     k = geometry.intrinsics(image_size)
+    views = poses if views is None else views
     memory, out = SpatialMemory(cfg), np.full((len(poses), frames), -1, np.int64)
     for t in range(len(poses)):
         f = t - context
         if f >= 0:
             memory.add(f, plane_depth(k, poses[f], (image_size, image_size), geometry.plane_z), k, poses[f])
-        found = memory.retrieve(k, poses[t], (image_size, image_size), k=frames)
+        found = memory.retrieve(k, views[t], (image_size, image_size), k=frames)
         out[t, : len(found)] = [i for i, _, _ in found]
     return out
 
@@ -357,7 +371,7 @@ class LatentMemory:
         self.k = geometry.intrinsics(self.size)
         self.bank = MemoryBank(rows, self.cfg)
         self.t = np.zeros(rows, np.int64)  # index of each row's newest frame
-        self.newest_pose = np.zeros((rows, 4, 4))
+        self.newest_pos: list[np.ndarray | None] = [None] * rows  # each row's newest agent_pos (D,)
         self.last_heads: dict[str, torch.Tensor] = {}  # the heads' readings of the last frames observed
 
     def reset(self, rows: Sequence[int], latents: torch.Tensor, agent_pos: np.ndarray) -> None:
@@ -365,7 +379,7 @@ class LatentMemory:
         rows = list(rows)
         self.bank.reset(rows)
         for j, row in enumerate(rows):
-            self.t[row] = 0
+            self.t[row], self.newest_pos[row] = 0, None
             self._offer(row, latents[j], np.asarray(agent_pos[j]))
 
     def observe(self, latents: torch.Tensor, rows: Sequence[int] | None = None) -> None:
@@ -386,21 +400,29 @@ class LatentMemory:
         self.t[row] += 1
         self._offer(row, latent, np.asarray(agent_pos))
 
-    def context(self, rows: Sequence[int] | None = None) -> torch.Tensor:
-        """(B, M, C + 1, s, s): each row's retrieved frames reprojected into its newest frame's camera;
-        none from the frames its context holds (the newest K)."""
+    def context(self, actions: torch.Tensor | None = None, rows: Sequence[int] | None = None) -> torch.Tensor:
+        """(B, M, C + 1, s, s): each row's retrieved frames reprojected into the camera the next chunk,
+        of `actions` (B, H, A), is expected to end in (geometry.chunk_pose; without actions, the newest
+        frame's camera); none from the frames its context holds (the newest K)."""
         rows = list(range(len(self.bank))) if rows is None else list(rows)
+        acts = None if actions is None else actions.detach().cpu().double().numpy()  # (B, H, A)
+        dst = np.zeros((len(rows), 4, 4))
+        for j, row in enumerate(rows):
+            if self.newest_pos[row] is not None:
+                dst[j] = self.geometry.chunk_pose(self.newest_pos[row], None if acts is None else acts[j])
         m, kk = self.model.cfg.memory_frames, self.model.cfg.context
         c, s = self.model.codec.latent_channels, self.model.codec.latent_size
         dev = self.model.state_mean.device
         lat = torch.zeros(len(rows), m, c, s, s, device=dev)
         src = torch.zeros(len(rows), m, 4, 4, dtype=torch.float64)
         for j, row in enumerate(rows):
-            found = self.bank[row].retrieve(self.k, self.newest_pose[row], (self.size, self.size),
+            if self.newest_pos[row] is None or not np.isfinite(dst[j]).all():
+                continue  # nothing placed yet (or no pose to draw in): an empty memory
+            found = self.bank[row].retrieve(self.k, dst[j], (self.size, self.size),
                                             exclude_after=int(self.t[row]) - kk, k=m)
             for slot, (_, (latent, pose), _) in enumerate(found):
                 lat[j, slot], src[j, slot] = latent, torch.from_numpy(pose)
-        dst = torch.from_numpy(self.newest_pose[rows])
+        dst = torch.from_numpy(np.nan_to_num(dst))
         return reproject(lat, src.to(dev), dst.to(dev), self.geometry, self.size, self.model.codec.padded_size)
 
     def _offer(self, row: int, latent: torch.Tensor, agent_pos: np.ndarray) -> None:
@@ -409,4 +431,4 @@ class LatentMemory:
             return
         depth = plane_depth(self.k, pose, (self.size, self.size), self.geometry.plane_z)
         self.bank[row].add(int(self.t[row]), depth, self.k, pose, payload=(latent.detach().clone(), pose))
-        self.newest_pose[row] = pose
+        self.newest_pos[row] = np.asarray(agent_pos, np.float64)

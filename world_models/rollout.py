@@ -116,8 +116,9 @@ def rollout(model: LatentWorldModel, state: WorldModelState, actions: torch.Tens
         raise ValueError("the spatial memory serves forward rollouts only")
     chunks = []
     for r in range(actions.shape[1] // h):
-        retrieved = {"memory": memory.context()} if memory is not None else {}  # (B, M, C+1, s, s)
-        lat = model.generate(context, actions[:, r * h : (r + 1) * h], direction, steps, generator,
+        chunk = actions[:, r * h : (r + 1) * h]  # (B, H, A)
+        retrieved = {"memory": memory.context(chunk)} if memory is not None else {}  # (B, M, C+1, s, s)
+        lat = model.generate(context, chunk, direction, steps, generator,
                              instruction=state.instruction, **retrieved)  # (B, H, C, s, s)
         if memory is not None:
             memory.observe(lat)

@@ -111,6 +111,57 @@ def test_a_memory_model_trains_on_windows_with_memory_and_starts_as_its_source(e
     assert mem.denoiser.conv_in.weight.grad[:, -2 * (c + 1):].abs().sum() > 0  # the memory's channels learn
 
 
+def test_ego_advance_follows_the_real_pusher(ego_episodes):
+    """Where a chunk's actions command the pusher, against where the simulator took it: far closer than
+    standing still (what drawing the memory in the newest frame's camera assumes)."""
+    from wmsuite.envs.push_cube_ego import ego_advance
+    from wmsuite.world_models.data import _chunks
+
+    h = 4
+    err, still = [], []
+    for ep in ego_episodes:
+        state = np.asarray(ep.state, np.float64)
+        after = state[np.minimum(np.arange(len(state)) + h, len(state) - 1)]  # (T+1, 2)
+        err.append(np.linalg.norm(ego_advance(state, _chunks(ep.actions, h)) - after, axis=-1))
+        still.append(np.linalg.norm(state - after, axis=-1))
+    err, still = np.concatenate(err), np.concatenate(still)
+    moving = still > 0.01  # chunks over which the pusher travels more than a centimetre
+    assert moving.sum() >= 10 and np.median(err[moving]) < 0.3 * np.median(still[moving])
+
+
+def test_windows_draw_their_memory_where_the_chunk_ends(ego_episodes):
+    from wmsuite.envs.push_cube_ego import ego_advance
+
+    geometry = memory_geometry("wmsuite/PushCubeEgo-v0", "ego")
+    assert geometry.advance_fn is ego_advance
+    mem = _model(ego_episodes, 2)
+    latents = [mem.codec.encode(torch.from_numpy(ep.obs["ego"]).permute(0, 3, 1, 2)) for ep in ego_episodes]
+    data = LatentWindows(ego_episodes, latents, mem.cfg.context, mem.cfg.chunk, 0, 2, geometry, SIZE,
+                         mem.codec.padded_size)
+    late = [i for i in range(len(data)) if int(data.windows[i]["t"]) >= 12]
+    items = [data.windows[i] for i in late]
+    batch = data.batch(late)
+    for j, it in enumerate(items):
+        e, t = int(it["episode_index"]), int(it["t"])
+        ep = ego_episodes[e]
+        end = ego_advance(ep.state[t], ep.actions[t : t + mem.cfg.chunk])  # (2,)
+        idx = torch.from_numpy(data.retrieved[e][t])
+        src = torch.from_numpy(data.poses[e][idx.clamp_min(0).numpy()]) * (idx >= 0).view(-1, 1, 1)
+        want = reproject(latents[e][idx.clamp_min(0)][None] * (idx >= 0).view(1, -1, 1, 1, 1), src[None],
+                         torch.from_numpy(ego_pose(end))[None], geometry, SIZE, mem.codec.padded_size)
+        torch.testing.assert_close(batch["memory"][j : j + 1], want)
+    # the rollout's memory draws the same view for the same actions
+    from wmsuite.world_models.memory import LatentMemory
+
+    e, t = int(items[0]["episode_index"]), int(items[0]["t"])
+    memory = LatentMemory(mem, geometry, 1)
+    memory.reset([0], latents[e][:1], ego_episodes[e].state[:1])
+    for f in range(1, t + 1):
+        memory.append(0, latents[e][f], ego_episodes[e].state[f])
+    acts = torch.from_numpy(np.asarray(ego_episodes[e].actions[t : t + mem.cfg.chunk], np.float32))[None]
+    torch.testing.assert_close(memory.context(acts)[:, :, -1], batch["memory"][:1, :, -1])
+
+
 def test_world_model_env_keeps_a_memory_per_sub_env(ego_episodes):
     import wmsuite.envs  # noqa: F401  (registers the id)
     from wmsuite.world_models import make_world_model_env
@@ -201,11 +252,11 @@ def test_the_heads_pass_generates_with_a_memory_posed_by_the_recorded_path(ego_e
     memory = _true_pose_memory(model, GEOMETRY, ego_episodes, latents, offsets, eps, starts, single, model.cfg.chunk)
     assert memory.t.tolist() == [9, 0]  # every real frame up to the start / the start alone, as after a reset
     for j, e in enumerate(eps):  # each row's newest frame posed where the episode was at its start
-        np.testing.assert_allclose(memory.newest_pose[j], ego_pose(ego_episodes[e].state[9]))
+        np.testing.assert_allclose(memory.newest_pos[j], ego_episodes[e].state[9])
     context = latents[offsets[eps] + 9][:, None].expand(-1, model.cfg.context, -1, -1, -1)
     h = model.cfg.chunk
     actions = torch.from_numpy(np.stack([ego_episodes[e].actions[9 : 9 + h] for e in eps]))
     rollout(model, WorldModelState(context), actions, memory=memory)
     assert memory.t.tolist() == [9 + h, h]
     for j, e in enumerate(eps):  # the generated frames posed by the recorded path, not by untrained heads
-        np.testing.assert_allclose(memory.newest_pose[j], ego_pose(ego_episodes[e].state[9 + h]))
+        np.testing.assert_allclose(memory.newest_pos[j], ego_episodes[e].state[9 + h])

@@ -96,7 +96,8 @@ def memory_geometry(env_id: str, camera: str):
     if camera != probe.moving_camera:
         raise ValueError(f"the spatial memory follows {env_id}'s moving camera {probe.moving_camera!r}, but the world "
                          f"model generates {camera!r}; train it with --model.camera {probe.moving_camera}")
-    return MemoryGeometry(fovy=probe.moving_camera_fovy, pose_fn=probe.moving_camera_pose)
+    return MemoryGeometry(fovy=probe.moving_camera_fovy, pose_fn=probe.moving_camera_pose,
+                          advance_fn=probe.moving_camera_advance)
 
 
 def recorded_env_id(data: str, episodes: list) -> str:
