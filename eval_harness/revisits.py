@@ -29,7 +29,8 @@ import torch
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.data import LatentWindows
-from wmsuite.world_models.memory import MemoryGeometry, plane_depth, revisits
+from wmsuite.world_models.latent_memory import MemoryGeometry
+from wmsuite.world_models.memory import plane_depth, revisits
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 
 LABEL_SIZE = 64

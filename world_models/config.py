@@ -84,10 +84,10 @@ class WorldModelConfig:
     instruction); None: sized from the data (256 when its episodes carry two instructions or more,
     else 0); 0: no instruction."""
     memory_frames: int = 0
-    """M: past frames the spatial memory (world_models/memory.py) retrieves for each step, reprojected
-    into the newest context frame's camera and given to the denoiser beside the context, each with a
-    mask of where it sees; 0: no memory (the baseline). Needs a task whose probe defines the moving
-    camera's geometry (PushCubeEgo)."""
+    """M: past frames the spatial memory retrieves for each chunk, reprojected into the camera the
+    chunk heads for (world_models/latent_memory.py) and given to the denoiser beside the context, each
+    with a mask of where it sees; 0: no memory (the baseline). Needs a task whose probe defines the
+    moving camera's geometry (PushCubeEgo)."""
     attention: bool = False
     """Self-attention in the UNet's lower-resolution blocks (off: at the coarsest level the
     convolutions already see the whole latent frame, and attention makes every step slower)."""

@@ -22,7 +22,7 @@ from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec, stack_cameras
 from wmsuite.world_models.config import camera_names
-from wmsuite.world_models.memory import LatentMemory, MemoryGeometry, episode_retrievals, reproject
+from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry, episode_retrievals, reproject
 from wmsuite.world_models.model import LatentWorldModel, instruction_tokens
 from wmsuite.world_models.rollout import WorldModelState, rollout
 

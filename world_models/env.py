@@ -53,7 +53,7 @@
   actions given, so nothing after them is evidence about the policy. The caller decides what such an
   episode counts as (`wmsuite eval` measures it both as a failure and as an abstention).
 - A model with a spatial memory (memory_frames > 0) gets `memory_geometry`, the task's moving camera:
-  each sub-env keeps its episode's memory (memory.LatentMemory), fed the real start frame and every
+  each sub-env keeps its episode's memory (latent_memory.LatentMemory), fed the real start frame and every
   generated frame posed by the heads' agent position, and each chunk sees the frames it retrieves.
 - Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
   or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
@@ -79,7 +79,7 @@ from wmsuite.rollout.engine import env_spec
 from wmsuite.world_models.codec import split_cameras, stack_cameras
 from wmsuite.world_models.config import camera_names
 from wmsuite.world_models.contexts import ContextSource, GymResetContext, Observation
-from wmsuite.world_models.memory import LatentMemory, MemoryGeometry
+from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import check_backward_model, round_trip_error

@@ -17,7 +17,7 @@ those actions produce (one frame per action). Pieces, all trained jointly by `lo
                 reverse (context = later frames, target = earlier frames, actions reversed)
     heads       a small CNN on one latent frame -> agent_pos, environment_state, success logit, reward (heads.py)
     memory      with cfg.memory_frames M > 0, M past frames the spatial memory retrieved, reprojected
-                into the newest context frame's camera with a mask channel each (world_models/memory.py);
+                into the camera the chunk heads for, a mask channel each (world_models/latent_memory.py);
                 zeros where none (and for backward windows)
     idm         inverse dynamics: (previous latent, H next latents) -> the H actions between them;
                 forward-inverse consistency asks it to recover the actions from the denoiser's output

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from wmsuite.world_models.memory import LatentMemory
+from wmsuite.world_models.latent_memory import LatentMemory
 from wmsuite.world_models.model import FORWARD, LatentWorldModel, instruction_tokens
 
 Rows = torch.Tensor | np.ndarray | Sequence[int] | slice
@@ -105,7 +105,7 @@ def rollout(model: LatentWorldModel, state: WorldModelState, actions: torch.Tens
     The frame each chunk starts from (e.g. for the inverse-dynamics head) is `state.newest` for the
     first and latents[:, j*H - 1] for chunk j. The input state is left unchanged. `memory` (a model with
     memory_frames > 0, forward only): asked for each chunk's memory input before it, shown its frames
-    after it (memory.LatentMemory; without it such a model sees no memory)."""
+    after it (latent_memory.LatentMemory; without it such a model sees no memory)."""
     k, h = model.cfg.context, model.cfg.chunk
     context = state.context  # (B, K, C, s, s)
     if actions.ndim != 3 or actions.shape[0] != context.shape[0] or actions.shape[1] % h:

@@ -44,7 +44,7 @@ from wmsuite.world_models.data import (
     sample_windows,
     state_stats,
 )
-from wmsuite.world_models.memory import MemoryGeometry
+from wmsuite.world_models.latent_memory import MemoryGeometry
 from wmsuite.world_models.model import LatentWorldModel
 from wmsuite.world_models.objectives import cycle_chunks, distillation_loss, dynamics_loss
 

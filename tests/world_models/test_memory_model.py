@@ -12,7 +12,7 @@ from wmsuite.cli.common import memory_geometry
 from wmsuite.envs.push_cube_ego import EGO_HEIGHT, ego_pose
 from wmsuite.world_models.config import CodecConfig
 from wmsuite.world_models.data import LatentWindows
-from wmsuite.world_models.memory import MemoryGeometry, episode_retrievals, reproject
+from wmsuite.world_models.latent_memory import MemoryGeometry, episode_retrievals, reproject
 from wmsuite.world_models.model import LatentWorldModel
 from wmsuite.world_models.train import state_stats, warm_start
 
@@ -151,7 +151,7 @@ def test_windows_draw_their_memory_where_the_chunk_ends(ego_episodes):
                          torch.from_numpy(ego_pose(end))[None], geometry, SIZE, mem.codec.padded_size)
         torch.testing.assert_close(batch["memory"][j : j + 1], want)
     # the rollout's memory draws the same view for the same actions
-    from wmsuite.world_models.memory import LatentMemory
+    from wmsuite.world_models.latent_memory import LatentMemory
 
     e, t = int(items[0]["episode_index"]), int(items[0]["t"])
     memory = LatentMemory(mem, geometry, 1)

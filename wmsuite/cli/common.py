@@ -87,7 +87,7 @@ def memory_geometry(env_id: str, camera: str):
     """The spatial memory's `MemoryGeometry` for a world model of `camera` on `env_id`, from the task
     probe's moving camera; a ValueError that says why where there is none."""
     from wmsuite.envs.probes import get_probe
-    from wmsuite.world_models.memory import MemoryGeometry
+    from wmsuite.world_models.latent_memory import MemoryGeometry
 
     probe = get_probe(env_id)
     if probe.moving_camera is None:
