@@ -1,7 +1,7 @@
 """What a spatial memory buys: one-chunk predictions on revisit frames against first-visit frames.
 
 For a task whose camera moves with the agent (its probe names the moving camera), every
-frame of a held-out episode is labelled from the true geometry (`memory.revisits`: the camera poses
+frame of a held-out episode is labelled from the true geometry (`latent_memory.revisit_labels`: the camera poses
 the probe derives from agent_pos, the ground plane's depth): a *revisit* shows mostly a place the
 camera left more than `gap` frames earlier, a *first visit* shows almost nothing seen that long ago.
 Then, at every window of every episode, the model gets the K real frames before it as context (and,
@@ -29,26 +29,8 @@ import torch
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.data import LatentWindows
-from wmsuite.world_models.latent_memory import MemoryGeometry
-from wmsuite.world_models.memory import plane_depth, revisits
+from wmsuite.world_models.latent_memory import MemoryGeometry, revisit_labels
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
-
-LABEL_SIZE = 64
-"""Side of the depth images the revisit labels are computed on: a property of the camera's motion,
-the same whatever the model's frame size."""
-
-
-def frame_labels(episodes: Sequence[Episode], geometry: MemoryGeometry,
-                 gap: int = 20) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per episode (revisit (T+1,) bool, first_visit (T+1,) bool), from its camera poses and the plane."""
-    image_size = LABEL_SIZE
-    k = geometry.intrinsics(image_size)
-    out = []
-    for ep in episodes:
-        poses = np.asarray(geometry.pose_fn(ep.state), np.float64)  # (T+1, 4, 4)
-        depths = np.stack([plane_depth(k, p, (image_size, image_size), geometry.plane_z) for p in poses])
-        out.append(revisits(depths, k, poses, gap=gap))
-    return out
 
 
 @torch.no_grad()
@@ -63,7 +45,7 @@ def revisit_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], geome
         stack_cameras(ep.obs, cam).transpose(0, 3, 1, 2)))) for ep in episodes]
     data = LatentWindows(episodes, latents, k, h, model.cfg.instruction_buckets, model.cfg.memory_frames,
                          geometry if model.cfg.memory_frames else None, size, model.codec.padded_size)
-    labels = frame_labels(episodes, geometry, gap)
+    labels = revisit_labels(episodes, geometry, gap)
     gen = torch.Generator().manual_seed(seed)
     scores: dict[str, list[float]] = {"revisit_psnr": [], "first_visit_psnr": [], "revisit_object_error": [],
                                       "first_visit_object_error": []}

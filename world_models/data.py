@@ -22,7 +22,13 @@ from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.types import Episode
 from wmsuite.world_models.codec import FrameCodec, stack_cameras
 from wmsuite.world_models.config import camera_names
-from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry, episode_retrievals, reproject
+from wmsuite.world_models.latent_memory import (
+    LatentMemory,
+    MemoryGeometry,
+    episode_retrievals,
+    reproject,
+    revisit_labels,
+)
 from wmsuite.world_models.model import LatentWorldModel, instruction_tokens
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
@@ -64,6 +70,10 @@ MOVING_THRESHOLD = 0.01
 """A window is `moving` when |environment_state[t + H] - environment_state[t]| exceeds this, in the
 environment state's own units (1 cm where positions are in metres): an object moved over the chunk."""
 
+REVISIT_GAP = 20
+"""A window is `revisiting` when its chunk ends on a frame that shows mostly a place the camera left more
+than this many frames earlier (eval-wm's revisit label, with its default gap)."""
+
 
 class LatentWindows:
     """Training windows over latents: the core WindowDataset's items, frames replaced by latents."""
@@ -102,6 +112,20 @@ class LatentWindows:
         change = [np.linalg.norm(eps[e].env_state[min(t + self.h, eps[e].length)] - eps[e].env_state[t])
                   for e, t in self.windows.index]
         return torch.from_numpy(np.flatnonzero(np.asarray(change) > MOVING_THRESHOLD))
+
+    @functools.cached_property
+    def revisiting(self) -> torch.Tensor:
+        """Indices of the windows whose chunk ends on a revisit frame (latent_memory.revisit_labels: the
+        camera shows mostly a place it left more than REVISIT_GAP frames earlier), the windows only a
+        memory can predict well; computed on first use (only revisit_fraction needs it) from the task's
+        geometry, which a model without memory is given for it too."""
+        if self.geometry is None:
+            raise ValueError("revisit windows are found from the task's camera geometry (MemoryGeometry); "
+                             "LatentWindows was built without one")
+        eps = self.windows.episodes
+        labels = [revisit for revisit, _ in revisit_labels(eps, self.geometry, REVISIT_GAP)]
+        ends = [labels[e][min(t + self.h, eps[e].length)] for e, t in self.windows.index]
+        return torch.from_numpy(np.flatnonzero(ends))
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -172,17 +196,25 @@ def encode_episodes(codec: FrameCodec, frames: list[torch.Tensor], batch: int = 
     return out
 
 
-def sample_windows(data: LatentWindows, batch_size: int, moving_fraction: float,
-                   gen: torch.Generator) -> list[int]:
-    """Window indices of one batch: round(moving_fraction * B) of them from `data.moving`, the rest
-    uniform over all windows (with 0, exactly the draw of plain uniform sampling)."""
-    n_moving = round(moving_fraction * batch_size)
-    if n_moving and not len(data.moving):
-        raise ValueError("moving_fraction > 0 but no training window moves an object (environment_state never "
-                         f"changes by more than {MOVING_THRESHOLD} over a chunk); use moving_fraction 0")
-    idx = torch.randint(len(data), (batch_size - n_moving,), generator=gen)
-    if n_moving:
-        idx = torch.cat([data.moving[torch.randint(len(data.moving), (n_moving,), generator=gen)], idx])
+def sample_windows(data: LatentWindows, batch_size: int, moving_fraction: float, gen: torch.Generator,
+                   revisit_fraction: float = 0.0) -> list[int]:
+    """Window indices of one batch: round(moving_fraction * B) of them from `data.moving`,
+    round(revisit_fraction * B) from `data.revisiting`, the rest uniform over all windows (with both 0,
+    exactly the draw of plain uniform sampling)."""
+    pools = []
+    for name, pool, fraction, what in (
+            ("moving", "moving", moving_fraction, "moves an object (environment_state never changes by more "
+                                                  f"than {MOVING_THRESHOLD} over a chunk)"),
+            ("revisit", "revisiting", revisit_fraction, "ends its chunk on a revisit frame")):
+        n = round(fraction * batch_size)
+        if n and not len(getattr(data, pool)):
+            raise ValueError(f"{name}_fraction > 0 but no training window {what}; use {name}_fraction 0")
+        pools.append((pool, n))
+    idx = torch.randint(len(data), (batch_size - sum(n for _, n in pools),), generator=gen)
+    for pool, n in pools:
+        if n:
+            windows = getattr(data, pool)
+            idx = torch.cat([windows[torch.randint(len(windows), (n,), generator=gen)], idx])
     return idx.tolist()
 
 

@@ -1,7 +1,8 @@
 """The spatial memory inside a world model: the task's moving camera (`MemoryGeometry`), memory frames
 redrawn in another camera (`reproject`), what a training window retrieves (`episode_retrievals`) and
-the memory of a batched imagined rollout (`LatentMemory`). The cache and retrieval themselves are
-world_models/memory.py's `SpatialMemory`.
+the memory of a batched imagined rollout (`LatentMemory`), and which recorded frames revisit a place
+(`revisit_labels`, what eval-wm scores and training can oversample). The cache and retrieval
+themselves are world_models/memory.py's `SpatialMemory`.
 
 A memory frame reaches the model as its latent reprojected into the camera the chunk about to be
 generated is expected to end in (`MemoryGeometry.chunk_pose`): the ground that chunk reveals is what
@@ -18,7 +19,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wmsuite.world_models.memory import MemoryBank, MemoryConfig, SpatialMemory, plane_depth
+from wmsuite.types import Episode
+from wmsuite.world_models.memory import MemoryBank, MemoryConfig, SpatialMemory, plane_depth, revisits
+
+LABEL_SIZE = 64
+"""Side of the depth images revisit labels are computed on: a property of the camera's motion, the
+same whatever the model's frame size."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,20 @@ def episode_retrievals(poses: np.ndarray, geometry: MemoryGeometry, image_size: 
             memory.add(f, plane_depth(k, poses[f], (image_size, image_size), geometry.plane_z), k, poses[f])
         found = memory.retrieve(k, views[t], (image_size, image_size), k=frames)
         out[t, : len(found)] = [i for i, _, _ in found]
+    return out
+
+
+def revisit_labels(episodes: Sequence[Episode], geometry: MemoryGeometry,
+                   gap: int = 20) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per episode (revisit (T+1,) bool, first_visit (T+1,) bool) from its camera poses and the ground
+    plane (memory.revisits): a revisit shows mostly a place the camera left more than `gap` frames
+    earlier, a first visit almost nothing seen that long ago."""
+    k = geometry.intrinsics(LABEL_SIZE)
+    out = []
+    for ep in episodes:
+        poses = np.asarray(geometry.pose_fn(ep.state), np.float64)  # (T+1, 4, 4)
+        depths = np.stack([plane_depth(k, p, (LABEL_SIZE, LABEL_SIZE), geometry.plane_z) for p in poses])
+        out.append(revisits(depths, k, poses, gap=gap))
     return out
 
 

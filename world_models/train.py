@@ -138,7 +138,7 @@ def warm_start(model: LatentWorldModel, source: LatentWorldModel, name: str = "t
 
 
 def dynamics_batches(data: LatentWindows, cfg: WorldModelConfig, batch_size: int, moving_fraction: float,
-                     seed: int) -> BatchSource:
+                     seed: int, revisit_fraction: float = 0.0) -> BatchSource:
     """Batches of latent windows; for objective 'chained' each also carries the real context 1 to
     cfg.self_forcing_chunks chunks before its windows, for 'cycle' the real start of a cycle as many
     chunks before them as the curriculum imagines at that step (objectives.cycle_chunks)."""
@@ -147,7 +147,7 @@ def dynamics_batches(data: LatentWindows, cfg: WorldModelConfig, batch_size: int
         gen = torch.Generator().manual_seed(seed + start)
         step = start
         while True:
-            idx = sample_windows(data, batch_size, moving_fraction, gen)
+            idx = sample_windows(data, batch_size, moving_fraction, gen, revisit_fraction)
             chunks = 0
             if cfg.objective == "chained":
                 chunks = int(torch.randint(cfg.self_forcing_chunks, (1,), generator=gen)) + 1
@@ -161,15 +161,16 @@ def dynamics_batches(data: LatentWindows, cfg: WorldModelConfig, batch_size: int
 
 def train_dynamics(trainer: Trainer, model: LatentWorldModel, episodes: Sequence[Episode], tcfg: TrainerConfig,
                    moving_fraction: float = 0.0, resume: bool = False, start_step: int = 0,
-                   geometry: MemoryGeometry | None = None) -> FitResult:
+                   geometry: MemoryGeometry | None = None, revisit_fraction: float = 0.0) -> FitResult:
     """Train everything but the codec; checkpoints out/step_<N>/ and out/latest/ every save_every steps.
-    `geometry`: the task's moving camera, for a model with memory (memory_frames > 0)."""
+    `geometry`: the task's moving camera, for a model with memory (memory_frames > 0) or a
+    revisit_fraction > 0 (sample_windows)."""
     model.to(trainer.device)
     model.codec.requires_grad_(False).eval()
     latents = encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera))
     data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, model.cfg.instruction_buckets,
                          model.cfg.memory_frames, geometry, model.codec_cfg.image_size, model.codec.padded_size)
-    batches = dynamics_batches(data, model.cfg, tcfg.batch_size, moving_fraction, trainer.seed)
+    batches = dynamics_batches(data, model.cfg, tcfg.batch_size, moving_fraction, trainer.seed, revisit_fraction)
     extra = {"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {}
     return trainer.fit("dynamics", Objective(model, dynamics_loss), tcfg, batches,
                        export=lambda step: save_model(model, trainer.out, step, extra), resume=resume,

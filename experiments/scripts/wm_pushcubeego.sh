@@ -5,7 +5,9 @@
 # and schedule; only --model.memory-frames differs. Run it twice, MEMORY=2 and MEMORY=0 (one core
 # each, side by side). Stages (STAGE=...; default all, in this order):
 #   data      bash experiments/scripts/pushcubeego_data.sh
-#   dynamics  STEPS dynamics steps (default 6000) at lr 3e-4, resumable (rerun to go on)
+#   dynamics  STEPS dynamics steps (default 6000) at lr LR (default 3e-4), resumable (rerun to go on),
+#             from INIT (default PushCube's shipped model), REVISIT (default 0) of every batch drawn
+#             from revisit windows (train-wm --revisit-fraction; give both models the same)
 #   heads     the heads pass (1,500 steps, real labels: the cube detector reads the top camera)
 #   export    float16 copy at $DST (default assets/wm/pushcubeego, or assets/wm/pushcubeego-nomem)
 #   fidelity  eval-wm on the held-out file: open loop by horizon and the revisit figures
@@ -24,10 +26,11 @@ stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
 mkdir -p "$OUT"
 if stage data; then bash experiments/scripts/pushcubeego_data.sh; fi
 if stage dynamics; then
-  INIT=(--init-from assets:wm/pushcube)
+  INIT=(--init-from "${INIT:-assets:wm/pushcube}")
   [[ -d "$RUN/latest" ]] && INIT=(--resume)
   OMP_NUM_THREADS=1 wmsuite train-wm --data $DATA --out "$RUN" "${INIT[@]}" --stage dynamics --model.camera ego \
-      --model.memory-frames "$MEMORY" --dynamics.steps "${STEPS:-6000}" --dynamics.lr 3e-4 \
+      --model.memory-frames "$MEMORY" --dynamics.steps "${STEPS:-6000}" --dynamics.lr "${LR:-3e-4}" \
+      --revisit-fraction "${REVISIT:-0}" \
       --dynamics.save-every 250 --seed 1
 fi
 if stage heads; then

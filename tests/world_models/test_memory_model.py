@@ -195,11 +195,12 @@ def test_revisit_figures_score_a_model_and_its_no_memory_baseline_on_the_same_fr
 
     from wmsuite.cli import main
     from wmsuite.data import write_episodes
-    from wmsuite.eval_harness.revisits import frame_labels, revisit_fidelity
+    from wmsuite.eval_harness.revisits import revisit_fidelity
+    from wmsuite.world_models.latent_memory import revisit_labels
     from wmsuite.world_models.train import save_model
 
     episodes = _ego_episodes(n=2, steps=60, skill=1.0)  # competent: it comes back to the goal it looked at
-    labels = frame_labels(episodes, GEOMETRY, gap=20)
+    labels = revisit_labels(episodes, GEOMETRY, gap=20)
     assert sum(r.sum() for r, _ in labels) > 0 and sum(f.sum() for _, f in labels) > 0
     figures = {m: revisit_fidelity(_model(episodes, m), episodes, GEOMETRY, slice(0, 2), gap=20) for m in (0, 2)}
     for key in ("revisit_frames", "first_visit_frames"):
@@ -260,3 +261,38 @@ def test_the_heads_pass_generates_with_a_memory_posed_by_the_recorded_path(ego_e
     assert memory.t.tolist() == [9 + h, h]
     for j, e in enumerate(eps):  # the generated frames posed by the recorded path, not by untrained heads
         np.testing.assert_allclose(memory.newest_pos[j], ego_episodes[e].state[9 + h])
+
+
+def test_revisit_sampling_draws_its_share_from_windows_whose_chunk_ends_where_the_camera_was_long_ago():
+    from wmsuite.world_models.data import REVISIT_GAP, sample_windows
+
+    episodes = _ego_episodes(n=2, steps=60, skill=1.0)
+    latents = [torch.zeros(ep.length + 1, 1, 2, 2) for ep in episodes]
+    # no memory: a baseline is given the geometry too, so that it is trained on the same windows
+    data = LatentWindows(episodes, latents, context=4, chunk=4, geometry=GEOMETRY, image_size=SIZE)
+    revisiting = data.revisiting.tolist()
+    assert 0 < len(revisiting) < len(data)
+    # each one's chunk ends where some frame more than REVISIT_GAP earlier saw part of the same ground: a camera
+    # looking straight down from EGO_HEIGHT sees a square of this side
+    side = 2 * EGO_HEIGHT * np.tan(np.deg2rad(GEOMETRY.fovy) / 2)
+    for i in revisiting:
+        e, t = data.windows.index[i]
+        end = min(t + 4, episodes[e].length)
+        before = episodes[e].state[: end - REVISIT_GAP, :2]
+        assert len(before) and np.abs(before - episodes[e].state[end, :2]).max(-1).min() < side
+    idx = sample_windows(data, 16, 0.0, torch.Generator().manual_seed(0), revisit_fraction=0.5)
+    assert len(idx) == 16 and set(idx[:8]) <= set(revisiting)
+    # with no share it is exactly plain uniform sampling
+    uniform = torch.randint(len(data), (16,), generator=torch.Generator().manual_seed(0)).tolist()
+    assert sample_windows(data, 16, 0.0, torch.Generator().manual_seed(0)) == uniform
+    with pytest.raises(ValueError, match="camera geometry"):
+        sample_windows(LatentWindows(episodes, latents, 4, 4), 16, 0.0, torch.Generator(), revisit_fraction=0.5)
+
+
+def test_train_wm_refuses_shares_of_the_batch_that_add_up_to_more_than_one():
+    from wmsuite.cli.train_wm import TrainWMConfig
+
+    with pytest.raises(ValueError, match="at most 1"):
+        TrainWMConfig(data="x.hdf5", out="out", moving_fraction=0.5, revisit_fraction=0.6)
+    with pytest.raises(ValueError, match="revisit_fraction is a share"):
+        TrainWMConfig(data="x.hdf5", out="out", revisit_fraction=1.5)

@@ -91,7 +91,7 @@ def memory_geometry(env_id: str, camera: str):
 
     probe = get_probe(env_id)
     if probe.moving_camera is None:
-        raise ValueError(f"a world model with memory (--model.memory-frames > 0) needs a task whose camera moves with "
+        raise ValueError(f"a world model with memory (--model.memory-frames > 0), or --revisit-fraction > 0, needs a task whose camera moves with "
                          f"the agent; {env_id}'s probe names none (PushCubeEgo's does)")
     if camera != probe.moving_camera:
         raise ValueError(f"the spatial memory follows {env_id}'s moving camera {probe.moving_camera!r}, but the world "

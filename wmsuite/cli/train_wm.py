@@ -90,6 +90,11 @@ class TrainWMConfig:
     moving_fraction: float = 0.0
     """Share of each dynamics batch drawn from the windows where an object moves; 0 samples all
     windows alike (contact is where the model errs most, but oversampling it did not help)."""
+    revisit_fraction: float = 0.0
+    """Share of each dynamics batch drawn from the windows whose chunk ends on a revisit frame (the
+    camera back at a place it left long before: what a spatial memory is for, and a minority of
+    windows). Needs a task whose camera moves with the agent; give a baseline without memory the same
+    share, so that the two see the same windows."""
     device: str = "cpu"
     """Torch device ('cpu', 'cuda')."""
     seed: int = 0
@@ -117,8 +122,12 @@ class TrainWMConfig:
     """Trainer of the distill stage (a fine-tune of the teacher's weights: a small learning rate)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.moving_fraction <= 1.0:
-            raise ValueError(f"moving_fraction is a share of the batch in [0, 1], got {self.moving_fraction}")
+        for name in ("moving_fraction", "revisit_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} is a share of the batch in [0, 1], got {getattr(self, name)}")
+        if self.moving_fraction + self.revisit_fraction > 1.0:
+            raise ValueError(f"moving_fraction + revisit_fraction is a share of the batch, at most 1; got "
+                             f"{self.moving_fraction} + {self.revisit_fraction}")
         if self.init_from and (self.codec_from or self.stage not in ("all", "dynamics")):
             raise ValueError("--init-from starts a new run's dynamics (--stage all or dynamics) on the warm start's own "
                              f"codec; got --stage {self.stage}{' and --codec-from' if self.codec_from else ''}")
@@ -203,7 +212,7 @@ def run(cfg: TrainWMConfig) -> int:
         if model is None:  # --stage codec
             return 0
         geometry = None
-        if model.cfg.memory_frames:
+        if model.cfg.memory_frames or cfg.revisit_fraction:
             geometry = memory_geometry(cfg.env or recorded_env_id(str(files[0]), episodes), model.cfg.camera)
         resume_state = cfg.resume and is_checkpoint(trainer.state_dir("dynamics"))
         before = json.loads((out / "latest" / "config.json").read_text())["step"] if is_checkpoint(out / "latest") else -1
@@ -212,7 +221,7 @@ def run(cfg: TrainWMConfig) -> int:
         if from_latest:
             print(f"{out} has no dynamics train state: going on from {out / 'latest'} (step {start}) with a fresh optimizer")
         result = train_dynamics(trainer, model, episodes, cfg.dynamics, cfg.moving_fraction, resume=resume_state,
-                                start_step=start, geometry=geometry)
+                                start_step=start, geometry=geometry, revisit_fraction=cfg.revisit_fraction)
         print(f"dynamics at step {result.steps} after {(time.time() - began) / 60:.1f} min -> {out / 'latest'}")
         if cfg.stage == "all":  # an interrupted heads pass goes on only when the dynamics did not move on
             _heads(cfg, trainer, episodes, resume=cfg.resume and result.steps == before)
