@@ -3,7 +3,9 @@
 # trained by behaviour cloning on expert episodes of all six instructions, then measured on
 # instruction following. Stages (STAGE=...; default all, in this order):
 #   data    600 expert episodes (skill 1, seeds 900,000..), both pixels and instructions recorded
-#   train   5,000 steps, batch 32, one core (about an hour on this machine); resumable
+#   train   20,000 steps, batch 64, one core; resumable. The step count is the one the same data
+#           needs with the true state in place of pixels and language (the MLP's validation curve,
+#           experiments/policies_journal.md)
 #   export  float16 copy at $DST with env_id and other_instruction in its config.json
 #   eval    200 episodes from seed 0 told the env's own instruction, then the same 200 told
 #           $OTHER (the env still judges its own task), Wilson intervals in $OUT/{right,other}
@@ -24,7 +26,7 @@ if stage train; then
   RESUME=(); [[ -d "$RUN/latest" ]] && RESUME=(--resume)
   OMP_NUM_THREADS=1 wmsuite train-policy --data data/colors_train.hdf5 --out "$RUN" "${RESUME[@]}" \
       --policy.backbone vla --policy.vla-dim 96 --policy.vla-layers 3 --policy.vla-heads 4 --policy.vla-patch 16 \
-      --policy.instruction-bytes 40 --train.steps 5000 --train.batch-size 32 --train.save-every 500 --seed 3
+      --policy.instruction-bytes 40 --train.steps 20000 --train.batch-size 64 --train.save-every 2500 --seed 3
 fi
 if stage export; then
   python - "$RUN" "$DST" "$OTHER" <<'PY'
