@@ -26,7 +26,7 @@ if stage train; then
   RESUME=(); [[ -d "$RUN/latest" ]] && RESUME=(--resume)
   OMP_NUM_THREADS=1 wmsuite train-policy --data data/colors_train.hdf5 --out "$RUN" "${RESUME[@]}" \
       --policy.backbone vla --policy.vla-dim 96 --policy.vla-layers 3 --policy.vla-heads 4 --policy.vla-patch 16 \
-      --policy.instruction-bytes 40 --train.steps 20000 --train.batch-size 64 --train.save-every 2500 --seed 3
+      --policy.instruction-bytes 40 --train.steps 20000 --train.batch-size 64 --train.save-every 2500 --threads 1 --seed 3
 fi
 if stage export; then
   python - "$RUN" "$DST" "$OTHER" <<'PY'
