@@ -1,6 +1,6 @@
 """The spatial memory inside a world model: the task's moving camera (`MemoryGeometry`), memory frames
-redrawn in another camera (`reproject`), what a training window retrieves (`episode_retrievals`) and
-the memory of a batched imagined rollout (`LatentMemory`), and which recorded frames revisit a place
+redrawn in another camera (`reproject`), what a training window retrieves (`episode_retrievals`), the
+memory of a batched imagined rollout (`LatentMemory`) and which recorded frames revisit a place
 (`revisit_labels`, what eval-wm scores and training can oversample). The cache and retrieval
 themselves are world_models/memory.py's `SpatialMemory`.
 

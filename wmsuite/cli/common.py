@@ -91,8 +91,8 @@ def memory_geometry(env_id: str, camera: str):
 
     probe = get_probe(env_id)
     if probe.moving_camera is None:
-        raise ValueError(f"a world model with memory (--model.memory-frames > 0), or --revisit-fraction > 0, needs a task whose camera moves with "
-                         f"the agent; {env_id}'s probe names none (PushCubeEgo's does)")
+        raise ValueError(f"a world model with memory (--model.memory-frames > 0), or --revisit-fraction > 0, needs "
+                         f"a task whose camera moves with the agent; {env_id}'s probe names none (PushCubeEgo's does)")
     if camera != probe.moving_camera:
         raise ValueError(f"the spatial memory follows {env_id}'s moving camera {probe.moving_camera!r}, but the world "
                          f"model generates {camera!r}; train it with --model.camera {probe.moving_camera}")
