@@ -1,9 +1,10 @@
 """What a spatial memory buys: one-chunk predictions on revisit frames against first-visit frames.
 
-For a task whose camera moves with the agent (its probe names the moving camera), every
-frame of a held-out episode is labelled from the true geometry (`latent_memory.revisit_labels`: the camera poses
-the probe derives from agent_pos, the ground plane's depth): a *revisit* shows mostly a place the
-camera left more than `gap` frames earlier, a *first visit* shows almost nothing seen that long ago.
+For a task whose camera moves with the agent (its probe names the moving camera), every frame of a
+held-out episode is labelled from the true geometry (`latent_memory.revisit_labels`: the camera
+poses the probe derives from agent_pos, the ground plane's depth): a *revisit* shows mostly a place
+the camera left more than `gap` frames earlier, a *first visit* shows almost nothing seen that long
+ago.
 Then, at every window of every episode, the model gets the K real frames before it as context (and,
 for a model with memory, the frames its memory retrieves from the real frames before that context,
 exactly as in training) and generates the next chunk from the true actions. Each generated frame is

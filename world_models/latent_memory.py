@@ -176,18 +176,18 @@ class LatentMemory:
         frame's camera); none from the frames its context holds (the newest K)."""
         rows = list(range(len(self.bank))) if rows is None else list(rows)
         acts = None if actions is None else actions.detach().cpu().double().numpy()  # (B, H, A)
-        dst = np.zeros((len(rows), 4, 4))
-        for j, row in enumerate(rows):
-            if self.newest_pos[row] is not None:
-                dst[j] = self.geometry.chunk_pose(self.newest_pos[row], None if acts is None else acts[j])
         m, kk = self.model.cfg.memory_frames, self.model.cfg.context
         c, s = self.model.codec.latent_channels, self.model.codec.latent_size
         dev = self.model.state_mean.device
+        dst = np.zeros((len(rows), 4, 4))
         lat = torch.zeros(len(rows), m, c, s, s, device=dev)
         src = torch.zeros(len(rows), m, 4, 4, dtype=torch.float64)
         for j, row in enumerate(rows):
-            if self.newest_pos[row] is None or not np.isfinite(dst[j]).all():
-                continue  # nothing placed yet (or no pose to draw in): an empty memory
+            if self.newest_pos[row] is None:
+                continue  # nothing placed yet: an empty memory
+            dst[j] = self.geometry.chunk_pose(self.newest_pos[row], None if acts is None else acts[j])
+            if not np.isfinite(dst[j]).all():
+                continue  # no pose to draw in: an empty memory
             found = self.bank[row].retrieve(self.k, dst[j], (self.size, self.size),
                                             exclude_after=int(self.t[row]) - kk, k=m)
             for slot, (_, (latent, pose), _) in enumerate(found):

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from wmsuite.cli.common import memory_geometry
 from wmsuite.data.hdf5 import read_episodes
+from wmsuite.eval_harness.fidelity import psnr
 from wmsuite.world_models import load_world_model
 from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.data import LatentWindows
@@ -35,11 +36,6 @@ def seen_by(src: np.ndarray, dst: np.ndarray, geometry, size: int, grid: int) ->
     dummy = torch.zeros(1, len(src), 1, grid, grid)
     mask = reproject(dummy, torch.from_numpy(src)[None], torch.from_numpy(dst)[None], geometry, size)[0, :, -1]
     return F.interpolate(mask.amax(0)[None, None], size=(size, size), mode="nearest")[0, 0] > 0
-
-
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = float(((a.float() - b.float()) ** 2).mean())
-    return 10 * np.log10(255.0**2 / max(mse, 1e-10))
 
 
 @torch.no_grad()
@@ -82,8 +78,10 @@ def main() -> None:
                 old = seen_by(poses[e][: max(t - k + 1, 0)], poses[e][f], geometry, size, args.grid)
                 ctx = seen_by(poses[e][t : t + 1], poses[e][f], geometry, size, args.grid)
                 fill = old & ~ctx  # (S, S)
-                plain.append(psnr(made, real))
-                oracle.append(psnr(torch.where(fill, real, made), real))
+                pair = torch.stack([made, torch.where(fill, real, made), real]).permute(0, 2, 3, 1).numpy()
+                plain_f, oracle_f = psnr(pair[:2], pair[2:].repeat(2, 0))  # (2,) dB
+                plain.append(float(plain_f))
+                oracle.append(float(oracle_f))
                 share.append(float(fill.float().mean()))
     print(f"{len(plain)} revisit frames: PSNR as generated {np.mean(plain):.2f} dB, with a perfect memory "
           f"{np.mean(oracle):.2f} dB (+{np.mean(oracle) - np.mean(plain):.2f}); pixels a memory can supply: "
