@@ -34,7 +34,8 @@ COVERAGES = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5)
 class CalibratedTrust:
     """A trust score for `EvalSetup.trust_score`: imagined-episode records -> (M,) trust in [0, 1] from a
     calibrator (world_models/trust.py) fed each record's round-trip error, IDM error, depth in world-model
-    steps (as the calibrator was fitted) and start-reading error (which also feeds its gate)."""
+    steps (as the calibrator was fitted), start-reading error and start-frame novelty (which also feed
+    its gates)."""
 
     calibrator: Any
     """A `wmsuite.world_models.trust.Calibrator` with a tolerance set."""
@@ -42,6 +43,9 @@ class CalibratedTrust:
     """Actions per world-model step (records count their length in actions)."""
     path: Path
     """Where the calibrator was read from (reported beside the figures)."""
+    novelty: Any = None
+    """The bank its novelty gate scores start frames with (world_models/novelty.py), read from
+    novelty.safetensors beside the calibrator; None for a calibrator without that gate."""
 
     @classmethod
     def load(cls, path: Path, chunk: int) -> CalibratedTrust:
@@ -50,16 +54,27 @@ class CalibratedTrust:
 
         try:
             cal = Calibrator.from_json(json.loads(Path(path).read_text()))
-            cal.trust({f: [1.0] for f in (*cal.features, "start")})
+            cal.trust({f: [1.0] for f in (*cal.features, "start", "novelty")})
         except (ValueError, KeyError, json.JSONDecodeError) as e:
             raise ValueError(f"--calibration {path} is not a usable calibrator: {e}") from None
-        return cls(cal, chunk, Path(path))
+        bank = None
+        if cal.novelty_limit is not None:
+            from wmsuite.specs import NOVELTY
+            from wmsuite.world_models.novelty import PatchNovelty
+
+            bank_path = Path(path).parent / NOVELTY
+            if not bank_path.exists():
+                raise FileNotFoundError(f"--calibration {path} gates on start-frame novelty, but {bank_path} (the bank "
+                                        "it was fitted with) is missing; put it beside the calibrator")
+            bank = PatchNovelty.load(bank_path)
+        return cls(cal, chunk, Path(path), bank)
 
     def __call__(self, records: list[dict[str, Any]]) -> np.ndarray:
         feats = {"round_trip": [r["trust_round_trip_mean"] for r in records],
                  "idm": [r["trust_idm_error_mean"] for r in records],
                  "depth": [math.ceil(r["length"] / self.chunk) for r in records],
-                 "start": [r.get("trust_start_error_mean", math.nan) for r in records]}
+                 "start": [r.get("trust_start_error_mean", math.nan) for r in records],
+                 "novelty": [r.get("trust_novelty_mean", math.nan) for r in records]}
         return self.calibrator.trust(feats)  # features it does not use are ignored
 
 

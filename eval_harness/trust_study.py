@@ -13,6 +13,8 @@ depth d of `depths` (in chunks) and for every episode still running there, three
     idm           the mean inverse-dynamics error of the d chunks (recovered vs given actions)
     start         metres between the object position the heads read off the real first frame and
                   the real one: whether the model can read the scene it starts from at all
+    novelty       with a bank (world_models/novelty.py), how unlike every training frame the real
+                  first frame looks
 
 `signal_figures` then says how well a signal ranks the true error: Spearman across episodes at each
 depth, and within each episode across depths (median over episodes with three depths or more).
@@ -37,28 +39,31 @@ from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
 from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.model import FORWARD
+from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import Calibrator, round_trip_error
 
-SIGNALS = ("round_trip", "round_trip_object", "idm", "start")
+SIGNALS = ("round_trip", "round_trip_object", "idm", "start", "novelty")
 TRUTHS = ("latent", "object")
 
 
 @torch.no_grad()
 def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe, depths: Sequence[int],
                batch_size: int = 32, seed: int = 0, steps: int | None = None,
-               samples: int = 1, backward: LatentWorldModel | None = None) -> dict[str, np.ndarray]:
+               samples: int = 1, backward: LatentWorldModel | None = None,
+               novelty: PatchNovelty | None = None) -> dict[str, np.ndarray]:
     """One row per (episode, depth) where the episode runs at least `depth` chunks: arrays `episode`,
     `depth`, the true errors `latent` and `object`, and the signals `round_trip`, `round_trip_object`
     and `idm` (module docstring). Sampling noise: one generator per batch seeded with `seed + start`,
     the backward passes one of their own. `backward`: the model that plays rollouts back (None:
-    `model`; see world_models/trust.py)."""
+    `model`; see world_models/trust.py). `novelty`: a bank that adds the `novelty` signal."""
     h, cam, dev = model.cfg.chunk, model.cfg.camera, model.state_mean.device
     depths = sorted(set(int(d) for d in depths))
     if not depths or depths[0] < 1:
         raise ValueError(f"depths must be chunks >= 1, got {depths}")
     obj = probe.object_xy
-    rows: dict[str, list] = {k: [] for k in ("episode", "depth", *TRUTHS, *SIGNALS)}
+    signals = [s for s in SIGNALS if s != "novelty" or novelty is not None]
+    rows: dict[str, list] = {k: [] for k in ("episode", "depth", *TRUTHS, *signals)}
     for start in range(0, len(episodes), batch_size):
         batch = list(episodes[start : start + batch_size])
         reach = min(depths[-1], max(ep.length // h for ep in batch))
@@ -68,6 +73,8 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
         first = begin.context[:, -1].clone()  # (B, C, s, s): the real start's latent
         start_env = torch.as_tensor(np.stack([ep.env_state[0] for ep in batch]), dtype=torch.float32, device=dev)
         start_read = (model.predict_heads(first)["environment_state"][:, obj] - start_env[:, obj]).norm(dim=-1)  # (B,)
+        if novelty is not None:
+            new = novelty.score(np.stack([stack_cameras(ep.obs, cam)[0] for ep in batch]))  # (B,)
         gen = torch.Generator(device=dev).manual_seed(seed + start)
         back = torch.Generator(device=dev).manual_seed(seed + start + 1)
         idm_sum = torch.zeros(len(batch), device=dev)
@@ -93,6 +100,8 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
             rows["round_trip_object"] += rt["env_state"][:, obj].norm(dim=-1).cpu().tolist()
             rows["idm"] += (idm_sum[live] / d).cpu().tolist()
             rows["start"] += start_read[live].cpu().tolist()
+            if novelty is not None:
+                rows["novelty"] += new[live].tolist()
     return {k: np.asarray(v, np.int64 if k in ("episode", "depth") else np.float64) for k, v in rows.items()}
 
 
@@ -168,14 +177,15 @@ def _features(rows: dict[str, np.ndarray], names: Sequence[str]) -> dict[str, np
 
 def calibration_figures(fit_rows: dict[str, np.ndarray], test_rows: dict[str, np.ndarray], truth: str = "object",
                         features: Sequence[str] = ("round_trip", "idm", "depth"), coverage: float = 0.8,
-                        floor: float = 1e-4) -> tuple[Calibrator, dict[str, Any]]:
-    """Fit a calibrator of the true error `truth` on `fit_rows` and measure it on `test_rows`: interval
-    coverage at 68% and 95%, and the mean true error of the `coverage` share of rows with the lowest
-    predicted error, against all rows and the same share of the shallowest rows. True errors are
-    floored at `floor` (a log model needs them positive; an exact frame has error 0)."""
+                        floor: float = 1e-4, residuals: str = "normal") -> tuple[Calibrator, dict[str, Any]]:
+    """Fit a calibrator of the true error `truth` on `fit_rows` (`residuals`: Calibrator.fit's) and
+    measure it on `test_rows`: interval coverage at 68% and 95%, and the mean true error of the
+    `coverage` share of rows with the lowest predicted error, against all rows and the same share of
+    the shallowest rows. True errors are floored at `floor` (a log model needs them positive; an exact
+    frame has error 0)."""
     y_fit = np.maximum(fit_rows[truth], floor)
     y_test = np.maximum(test_rows[truth], floor)
-    cal = Calibrator.fit(_features(fit_rows, features), y_fit)
+    cal = Calibrator.fit(_features(fit_rows, features), y_fit, residuals=residuals)
     x_test = _features(test_rows, features)
     mu, _ = cal.predict(x_test)
     kept = keep_mask(-mu, coverage)
@@ -184,6 +194,25 @@ def calibration_figures(fit_rows: dict[str, np.ndarray], test_rows: dict[str, np
                  "coverage_68": cal.coverage(x_test, y_test, 0.68), "coverage_95": cal.coverage(x_test, y_test, 0.95),
                  "selective_coverage": coverage, "error_all": float(y_test.mean()),
                  "error_kept": float(y_test[kept].mean()), "error_kept_depth_only": float(y_test[shallow].mean())}
+
+
+def cross_validated_coverage(rows: dict[str, np.ndarray], truth: str, features: Sequence[str], residuals: str,
+                             folds: int = 2, floor: float = 1e-4) -> float:
+    """How far from nominal a calibrator's coverage lands on episodes it was not fitted on, measured
+    inside one set of rows (so a choice made with it never sees the test rows): the episodes are
+    split into `folds` groups, each group's rows are covered by a calibrator fitted on the others,
+    and the result is the mean over groups of |coverage - level| at 68% and 95%."""
+    episodes = np.unique(rows["episode"])
+    group = {int(e): i % folds for i, e in enumerate(episodes)}
+    fold_of = np.array([group[int(e)] for e in rows["episode"]])
+    gaps = []
+    for k in range(folds):
+        fit = {n: v[fold_of != k] for n, v in rows.items()}
+        held = {n: v[fold_of == k] for n, v in rows.items()}
+        cal = Calibrator.fit(_features(fit, features), np.maximum(fit[truth], floor), residuals=residuals)
+        for level in (0.68, 0.95):
+            gaps.append(abs(cal.coverage(_features(held, features), np.maximum(held[truth], floor), level) - level))
+    return float(np.mean(gaps))
 
 
 def auroc(inside: Sequence[float], outside: Sequence[float]) -> float:

@@ -131,9 +131,13 @@ CALIBRATION = "calibration.json"
 """A world model's trust calibrator, beside its weights (world_models/trust.py)."""
 
 
-BESIDE = (CALIBRATION, "README.md")
-"""Files beside a model that a digest skips: its trust calibrator and its model card, both written
-after the runs whose figures they hold."""
+NOVELTY = "novelty.safetensors"
+"""The scene-novelty bank a calibrator's novelty gate reads, beside it (world_models/novelty.py)."""
+
+
+BESIDE = (CALIBRATION, NOVELTY, "README.md")
+"""Files beside a model that a digest skips: its trust calibrator, the calibrator's novelty bank and
+its model card, all written after the runs whose figures they hold."""
 
 
 def file_digest(path: str | Path) -> str:

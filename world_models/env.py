@@ -47,6 +47,8 @@
   `trust/start_error` on that step: the distance between what the heads read off the real start frame
   and the real start state there. A model that cannot read the real scene it starts from (a colour,
   a camera, a texture it never saw) is not to be trusted with what follows; it costs one heads pass.
+  With `novelty` (a `PatchNovelty` bank of the training frames, world_models/novelty.py), also
+  `trust/novelty` on that step: how unlike every training frame the real start frame looks.
 - `idm_stop` (the inverse-dynamics verifier, SC3-Eval): a step whose IDM error exceeds it ends the
   sub-env's episode there, truncated and not a success (unless the judge fired in the same chunk),
   and reports `trust/idm_stop` 1.0 on that step (0.0 on the others): the frames no longer show the
@@ -67,7 +69,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -83,6 +85,9 @@ from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 from wmsuite.world_models.trust import check_backward_model, round_trip_error
+
+if TYPE_CHECKING:  # the bank is only called; `python -m wmsuite.world_models.novelty` runs it as __main__
+    from wmsuite.world_models.novelty import PatchNovelty
 
 JUDGES = ("head", "state", "both", "tracked")
 """What ends an imagined episode as a success (see the module docstring)."""
@@ -126,7 +131,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  tracking: ObjectTracking | None = None, static_state: slice | None = None,
                  round_trip: bool = False, idm_stop: float | None = None,
                  start_reading: slice | None = None, round_trip_model: LatentWorldModel | None = None,
-                 memory_geometry: MemoryGeometry | None = None) -> None:
+                 memory_geometry: MemoryGeometry | None = None, novelty: PatchNovelty | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -160,7 +165,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if round_trip_model is not None:
             round_trip_model = round_trip_model.to(device).eval()
         self.static_state, self.round_trip, self.idm_stop = static_state, round_trip, idm_stop
-        self.start_reading, self.round_trip_model = start_reading, round_trip_model
+        self.start_reading, self.round_trip_model, self.novelty = start_reading, round_trip_model, novelty
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -192,6 +197,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._start_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)  # environment_state at reset
         self._t = np.zeros(num_envs, np.int64)
         self._start_error = np.zeros(num_envs, np.float32)  # heads' reading of the real start vs the real state
+        self._novelty = np.zeros(num_envs, np.float32)  # the real start frame's novelty
         # round trip: each sub-env's real start latent and every action since its reset
         self._start_latent = torch.zeros(num_envs, c, s, s, device=device)  # (n, C, s, s)
         self._actions = torch.zeros(num_envs, horizon * cfg.chunk, cfg.action_dim, device=device)  # (n, T*H, A)
@@ -249,6 +255,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                     read = self.model.predict_heads(self._start_latent[rows])["environment_state"].cpu().numpy()
                 sel = self.start_reading
                 self._start_error[rows] = np.linalg.norm(read[:, sel] - self._start_state[rows][:, sel], axis=-1)
+            if self.novelty is not None:
+                self._novelty[rows] = self.novelty.score(self._frames[rows])
         return self._obs(), {"is_success": self._success.copy(), "_is_success": np.ones(self.num_envs, bool)}
 
     def step(self, actions: Any) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -307,6 +315,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             info["trust/round_trip"], info["_trust/round_trip"] = self._round_trips(terminated | truncated)
         if self.start_reading is not None:
             info["trust/start_error"], info["_trust/start_error"] = self._start_error.copy(), terminated | truncated
+        if self.novelty is not None:
+            info["trust/novelty"], info["_trust/novelty"] = self._novelty.copy(), terminated | truncated
         return self._obs(), reward.cpu().numpy().astype(np.float32), terminated, truncated, info
 
     def close(self, **kwargs: Any) -> None:
@@ -365,7 +375,7 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          static_state: slice | None = None, round_trip: bool = False,
                          idm_stop: float | None = None, start_reading: slice | None = None,
                          round_trip_model: LatentWorldModel | None = None,
-                         memory_geometry: MemoryGeometry | None = None,
+                         memory_geometry: MemoryGeometry | None = None, novelty: PatchNovelty | None = None,
                          env_kwargs: dict[str, Any] | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
@@ -373,7 +383,7 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`: see the module docstring
+    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`, `novelty`: see the module docstring
     (the caller fills them in from the task probe). world_models never imports wmsuite.envs: the caller
     registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
@@ -397,4 +407,4 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
                          static_state=static_state, round_trip=round_trip, idm_stop=idm_stop,
                          start_reading=start_reading, round_trip_model=round_trip_model,
-                         memory_geometry=memory_geometry)
+                         memory_geometry=memory_geometry, novelty=novelty)

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 from scipy.special import ndtr
+from scipy.stats import t as student_t
 
 from wmsuite.world_models.model import BACKWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
@@ -150,14 +151,17 @@ def _check_shapes(model: LatentWorldModel, start: torch.Tensor, current: torch.T
 
 
 # ---------------------------------------------------------------------------------------------- calibrator
-FEATURES = {"round_trip": "log", "idm": "log", "depth": "linear", "start": "log"}
+FEATURES = {"round_trip": "log", "idm": "log", "depth": "linear", "start": "log", "novelty": "log"}
 """The features a `Calibrator` knows, in the order their weights are stored, and how each enters phi:
 "log" ones as log(x + eps) (they must be >= 0), "linear" ones as they are."""
+GATES = {"start": "start_limit", "novelty": "novelty_limit"}
+"""Features that may also gate a `Calibrator`'s trust (trust 0 above the limit), by its field."""
 
 
 @dataclass
 class Calibrator:
-    """log(true error) ~ N(w . phi(features), sigma^2); build one with `Calibrator.fit`."""
+    """log(true error) ~ w . phi(features) + sigma * e, e standard normal (or Student-t with `dof`
+    degrees of freedom, for residuals with heavy tails); build one with `Calibrator.fit`."""
 
     features: tuple[str, ...]
     """The features used, a subset of FEATURES in its order (e.g. ("round_trip", "depth") when the
@@ -165,7 +169,8 @@ class Calibrator:
     weights: tuple[float, ...]
     """w: the intercept, then one weight per feature."""
     sigma: float
-    """Standard deviation of the residuals of log(true error), with ddof = the number of weights."""
+    """Scale of the residuals of log(true error): their standard deviation (ddof = the number of
+    weights) for normal residuals, the maximum-likelihood scale for Student-t ones."""
     eps: float = 1e-6
     """Added to "log" features before the log, so that an exact zero (a round trip from N < K) stays
     finite; small against the errors that matter."""
@@ -177,6 +182,15 @@ class Calibrator:
     trust 0, whatever the fit says. A regression fitted on in-distribution rollouts cannot learn what
     an unseen scene does; a scene the heads cannot read at its real start is outside what the fit
     covers. Set from the fit rollouts (a high quantile of their start errors); None: no gate."""
+    dof: float | None = None
+    """Degrees of freedom of Student-t residuals (None: normal). A few rollouts that go badly wrong
+    (the object lost) inflate a normal fit's sigma, which then over-covers the rest; a t model keeps
+    a narrow core and wide tails."""
+    novelty_limit: float | None = None
+    """A second out-of-distribution gate, on the start frame's novelty (feature `novelty`,
+    world_models/novelty.py: how unlike every training frame some patch of it looks): above it, trust
+    0. It catches what the heads still read correctly (a bigger object, a distractor beside it). Set
+    from the fit rollouts like `start_limit`; None: no gate."""
 
     def __post_init__(self) -> None:
         self.features, self.weights = tuple(self.features), tuple(float(w) for w in self.weights)
@@ -190,17 +204,21 @@ class Calibrator:
             raise ValueError(f"sigma must be finite and >= 0, got {self.sigma}")
         if not (math.isfinite(self.eps) and self.eps > 0):
             raise ValueError(f"eps must be finite and > 0, got {self.eps}")
-        for name in ("tau", "start_limit"):
+        for name in ("tau", "dof", *GATES.values()):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be finite and > 0 (or None), got {v}")
 
     @classmethod
-    def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6, tau: float | None = None) -> Calibrator:
+    def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6, tau: float | None = None,
+            residuals: str = "normal") -> Calibrator:
         """features {name: (M,)} for one or more names of FEATURES, true_error (M,) > 0 -> the least
-        squares fit of log(true_error) on phi. Needs M >= number of weights + 1 rows, and features
+        squares fit of log(true_error) on phi; `residuals` "normal" or "t" (the residuals' degrees of
+        freedom and scale by maximum likelihood). Needs M >= number of weights + 1 rows, and features
         that vary independently of each other (a single depth, for instance, leaves depth's weight
         undetermined: drop the feature)."""
+        if residuals not in ("normal", "t"):
+            raise ValueError(f"residuals must be 'normal' or 't', got {residuals!r}")
         unknown = sorted(set(features) - set(FEATURES))
         if unknown:
             raise ValueError(f"unknown features {unknown}; a Calibrator knows {list(FEATURES)}")
@@ -217,6 +235,9 @@ class Calibrator:
             raise ValueError(f"the features {list(names)} are collinear with each other or constant over the "
                              "rows; drop one (e.g. depth when all rollouts have the same depth)")
         resid = y - phi @ w
+        if residuals == "t":
+            dof, _, scale = student_t.fit(resid, floc=0.0)
+            return cls(names, tuple(w.tolist()), float(scale), eps, tau, dof=float(min(dof, 1e3)))
         sigma = float(np.sqrt(resid @ resid / (m - p)))
         return cls(names, tuple(w.tolist()), sigma, eps, tau)
 
@@ -238,7 +259,7 @@ class Calibrator:
         exp(mu -/+ z sigma) with z the standard normal's (1 + level) / 2 quantile."""
         if not 0 < level < 1:
             raise ValueError(f"level must be in (0, 1), got {level}")
-        z = NormalDist().inv_cdf(0.5 + level / 2)
+        z = NormalDist().inv_cdf(0.5 + level / 2) if self.dof is None else float(student_t.ppf(0.5 + level / 2, self.dof))
         mu, sigma = self.predict(features)
         return np.exp(mu - z * sigma), np.exp(mu + z * sigma)
 
@@ -258,11 +279,17 @@ class Calibrator:
                              " and none was passed")
         mu, sigma = self.predict(features)
         z = math.log(tau) - mu
-        trust = (z >= 0).astype(float) if self.sigma == 0 else ndtr(z / sigma)
-        if self.start_limit is not None:
-            if "start" not in features:
-                raise ValueError("this calibrator gates on the start-reading error; pass feature 'start'")
-            trust[np.asarray(features["start"], np.float64) > self.start_limit] = 0.0
+        if self.sigma == 0:
+            trust = (z >= 0).astype(float)
+        else:
+            trust = ndtr(z / sigma) if self.dof is None else student_t.cdf(z / sigma, self.dof)
+        for feature, field in GATES.items():
+            limit = getattr(self, field)
+            if limit is None:
+                continue
+            if feature not in features:
+                raise ValueError(f"this calibrator gates on feature {feature!r} ({field} {limit}); pass it")
+            trust[np.asarray(features[feature], np.float64) > limit] = 0.0
         return trust
 
     def to_json(self) -> dict[str, Any]:
@@ -270,7 +297,8 @@ class Calibrator:
         return {"kind": "log_normal_calibrator", "version": 1, "features": list(self.features),
                 "weights": list(self.weights), "sigma": self.sigma, "eps": self.eps,
                 **({"tau": self.tau} if self.tau is not None else {}),
-                **({"start_limit": self.start_limit} if self.start_limit is not None else {})}
+                **({"dof": self.dof} if self.dof is not None else {}),
+                **{f: getattr(self, f) for f in GATES.values() if getattr(self, f) is not None}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Calibrator:
@@ -278,7 +306,7 @@ class Calibrator:
             raise ValueError(f"not a version-1 log_normal_calibrator: kind={data.get('kind')!r}, "
                              f"version={data.get('version')!r}")
         return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]),
-                   data.get("tau"), data.get("start_limit"))
+                   data.get("tau"), dof=data.get("dof"), **{f: data.get(f) for f in GATES.values()})
 
 
 def _design(features: dict[str, Any], names: tuple[str, ...], eps: float) -> np.ndarray:

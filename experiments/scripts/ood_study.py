@@ -27,7 +27,9 @@ from wmsuite.envs import get_probe
 from wmsuite.envs.push_cube import VARIANTS
 from wmsuite.eval_harness.trust_study import auroc, trust_rows
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+from wmsuite.specs import NOVELTY
 from wmsuite.world_models import load_world_model
+from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.trust import Calibrator, check_backward_model
 
 ENV = "wmsuite/PushCube-v0"
@@ -65,6 +67,10 @@ def main() -> None:
     except ValueError as err:
         raise SystemExit(f"{args.wm}: {err} (pass it as --round-trip-wm)") from None
     cal = Calibrator.from_json(json.loads(Path(args.calibration).read_text()))
+    bank_path = Path(args.calibration).parent / NOVELTY
+    bank = PatchNovelty.load(bank_path) if cal.novelty_limit is not None else None
+    if cal.novelty_limit is not None:
+        print(f"novelty gate at {cal.novelty_limit:.4f} with {bank_path}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -72,9 +78,10 @@ def main() -> None:
     for variant in VARIANTS:
         t0 = time.perf_counter()
         eps = episodes(variant, args.episodes, args.seed, model.cfg.chunk)
-        rows[variant] = trust_rows(model, eps, get_probe(ENV), args.depths, seed=0, backward=back)
+        rows[variant] = trust_rows(model, eps, get_probe(ENV), args.depths, seed=0, backward=back, novelty=bank)
         r = rows[variant]
-        feats = {"round_trip": r["round_trip"], "idm": r["idm"], "depth": r["depth"].astype(float), "start": r["start"]}
+        feats = {"round_trip": r["round_trip"], "idm": r["idm"], "depth": r["depth"].astype(float), "start": r["start"],
+                 **({"novelty": r["novelty"]} if bank is not None else {})}
         distrust[variant] = 1.0 - cal.trust(feats)
         print(f"{variant or 'training scene':<16} {len(r['depth'])} rows, object error {r['object'].mean():.4f} m, "
               f"mean trust {1 - distrust[variant].mean():.3f} ({time.perf_counter() - t0:.0f} s)")
@@ -87,6 +94,8 @@ def main() -> None:
         if variant:
             fig["auroc"] = auroc(distrust[""], distrust[variant])
             fig["auroc_round_trip"] = auroc(base["round_trip"], r["round_trip"])
+            if bank is not None:
+                fig["auroc_novelty"] = auroc(base["novelty"], r["novelty"])
             fig["auroc_by_depth"] = {int(d): auroc(distrust[""][base["depth"] == d], distrust[variant][r["depth"] == d])
                                      for d in np.unique(r["depth"]) if (base["depth"] == d).any()}
         metrics["variants"][variant or "training"] = fig

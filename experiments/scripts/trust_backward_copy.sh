@@ -4,9 +4,11 @@
 # ($BACK) steps backward only. Stages (STAGE=...; default all, in this order):
 #   train    the copy: the shipped model fine-tuned 2,000 steps on backward windows only (lr 1.5e-4,
 #            no heads pass: the simulator's heads read its frames); about 15 min on one core
+#   novelty  the scene-novelty bank of the simulator's training frames ($NOVELTY; world_models/novelty.py)
 #   study    open loop on recorded episodes: signals against the truth and the calibrator, fitted
-#            on data/pushcube_val.hdf5, measured on data/pushcube_heldout.hdf5; the calibrator is
-#            copied beside the copy, where `wmsuite eval` finds it
+#            on data/pushcube_val.hdf5, measured on data/pushcube_heldout.hdf5, with start and
+#            novelty gates; the calibrator and the bank are copied beside the copy, where `wmsuite
+#            eval` finds them
 #   ood      the scene variants' AUROC
 #   eval     closed loop with --round-trip (trust per policy, abstention, policy-level Spearman): the
 #            families zoo's $SPLITS (default: test; nothing here is tuned), then the default zoo
@@ -20,14 +22,19 @@ WM=${WM:-assets/wm/pushcube}
 BACK=${BACK:-runs/wm-back-export}
 OUT=${OUT:-runs/trust-back}
 STAGE=${STAGE:-all}
+NOVELTY=${NOVELTY:-runs/novelty.safetensors}
 mkdir -p "$OUT"
 if [[ $STAGE == train || $STAGE == all ]]; then
   OUT=${BACK%-export} P_BACKWARD=1.0 LR=1.5e-4 HEADS=0 THREADS=1 bash experiments/scripts/wm_backward_train.sh
 fi
+if [[ $STAGE == novelty || $STAGE == all ]]; then
+  python -m wmsuite.world_models.novelty --data data/pushcube_mixed_bias.hdf5 --camera top --out "$NOVELTY"
+fi
 if [[ $STAGE == study || $STAGE == all ]]; then
   OMP_NUM_THREADS=2 python experiments/scripts/trust_study.py --wm "$WM" --round-trip-wm "$BACK" \
-      --fit-data data/pushcube_val.hdf5 --test-data data/pushcube_heldout.hdf5 --out "$OUT/study"
-  cp "$OUT/study/calibration.json" "$BACK/calibration.json"
+      --fit-data data/pushcube_val.hdf5 --test-data data/pushcube_heldout.hdf5 --novelty "$NOVELTY" \
+      --out "$OUT/study"
+  cp "$OUT/study/calibration.json" "$OUT/study/novelty.safetensors" "$BACK/"
 fi
 if [[ $STAGE == ood || $STAGE == all ]]; then
   OMP_NUM_THREADS=2 python experiments/scripts/ood_study.py --wm "$WM" --round-trip-wm "$BACK" \

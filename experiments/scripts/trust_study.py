@@ -8,7 +8,8 @@ records the true error (latent, object) beside the round-trip and inverse-dynami
 (`wmsuite.eval_harness.trust_study`). Reports, on the test file: Spearman of each signal with each
 true error across episodes per depth and within episodes; a calibrator of the object error fitted
 on the fit file, its 68%/95% coverage and selective-evaluation figures on the test file. Writes
-OUT/metrics.json, OUT/rows_{fit,test}.npz and OUT/calibration.json (the fitted calibrator).
+OUT/metrics.json, OUT/rows_{fit,test}.npz and OUT/calibration.json (the fitted calibrator; with
+--novelty, the bank its novelty gate reads beside it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -24,9 +26,28 @@ import torch
 
 from wmsuite.data import load_episodes
 from wmsuite.envs import get_probe
-from wmsuite.eval_harness.trust_study import calibration_figures, signal_figures, trust_rows
+from wmsuite.eval_harness.trust_study import (
+    calibration_figures,
+    cross_validated_coverage,
+    signal_figures,
+    trust_rows,
+)
+from wmsuite.specs import NOVELTY
 from wmsuite.world_models import load_world_model
+from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.trust import check_backward_model
+
+
+def write_calibrator(cal, fit_rows: dict, args: argparse.Namespace, bank, out: Path) -> None:
+    """OUT/calibration.json: `cal` with tau and its gates at --gate-quantile of the fit episodes'
+    start errors (and novelty, with a bank, copied beside it)."""
+    first = fit_rows["depth"] == fit_rows["depth"].min()  # one row per fit episode
+    cal = dataclasses.replace(cal, tau=args.tau, start_limit=float(np.quantile(fit_rows["start"][first],
+                                                                                args.gate_quantile)))
+    if bank is not None:
+        cal = dataclasses.replace(cal, novelty_limit=float(np.quantile(fit_rows["novelty"][first], args.gate_quantile)))
+        shutil.copyfile(args.novelty, out / NOVELTY)
+    (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))
 
 
 def main() -> None:
@@ -41,13 +62,18 @@ def main() -> None:
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 6, 8, 12, 16])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gate-quantile", type=float, default=0.99,
-                    help="the start-reading gate: this quantile of the fit episodes' start errors (fixed, not tuned)")
+                    help="the gates: this quantile of the fit episodes' start errors and novelty (fixed, not tuned)")
     ap.add_argument("--samples", type=int, default=1, help="backward passes per round trip (their mean f_0 is compared)")
     ap.add_argument("--tau", type=float, default=0.025,
                     help="the tolerated object error (m) that trust scores refer to: half PushCube's goal radius, "
                          "set from the task's geometry, not from any figure")
+    ap.add_argument("--novelty", default="",
+                    help="a scene-novelty bank of the simulator's training frames (world_models/novelty.py): adds the "
+                         "novelty signal and a gate on it at --gate-quantile of the fit episodes' novelty, and is "
+                         "copied beside calibration.json")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    bank = PatchNovelty.load(args.novelty) if args.novelty else None
     model = load_world_model(args.wm)
     back = load_world_model(args.round_trip_wm) if args.round_trip_wm else None
     try:
@@ -62,23 +88,27 @@ def main() -> None:
     for name, path in (("fit", args.fit_data), ("test", args.test_data)):
         t0 = time.perf_counter()
         rows[name] = trust_rows(model, load_episodes(path), probe, args.depths, seed=args.seed,
-                                samples=args.samples, backward=back)
+                                samples=args.samples, backward=back, novelty=bank)
         np.savez(out / f"rows_{name}.npz", **rows[name])
         print(f"{name}: {len(rows[name]['depth'])} rows from {path} in {time.perf_counter() - t0:.0f} s")
     metrics = {"wm": args.wm, "round_trip_wm": args.round_trip_wm, "samples": args.samples,
                "fit_data": args.fit_data, "test_data": args.test_data, "depths": args.depths,
                "signals_test": signal_figures(rows["test"]), "signals_fit": signal_figures(rows["fit"]),
                "calibration": {}}
+    # the residual model of the calibrator eval reads: chosen by cross-validation on the fit file alone
+    shipped = ("round_trip", "idm", "depth")
+    cv = {r: cross_validated_coverage(rows["fit"], "object", shipped, r) for r in ("normal", "t")}
+    metrics["residuals_cv_gap"], metrics["residuals"] = cv, min(cv, key=cv.get)
+    print(f"residual model: {metrics['residuals']} (coverage gap on held-out halves of the fit file: "
+          + ", ".join(f"{r} {g:.3f}" for r, g in cv.items()) + ")")
     for truth in ("object", "latent"):
-        for feats in (("round_trip", "idm", "depth", "start"), ("round_trip", "idm", "depth"), ("idm", "depth"),
-                      ("depth",)):
-            cal, fig = calibration_figures(rows["fit"], rows["test"], truth=truth, features=feats)
-            metrics["calibration"][f"{truth}:{'+'.join(feats)}"] = fig
-            if truth == "object" and feats == ("round_trip", "idm", "depth"):  # fixed in advance; eval reads it
-                first = rows["fit"]["depth"] == rows["fit"]["depth"].min()  # one row per fit episode
-                limit = float(np.quantile(rows["fit"]["start"][first], args.gate_quantile))
-                cal = dataclasses.replace(cal, tau=args.tau, start_limit=limit)
-                (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))
+        for feats in (("round_trip", "idm", "depth", "start"), shipped, ("idm", "depth"), ("depth",)):
+            for residuals in ("normal", "t"):
+                cal, fig = calibration_figures(rows["fit"], rows["test"], truth=truth, features=feats,
+                                               residuals=residuals)
+                metrics["calibration"][f"{truth}:{'+'.join(feats)}" + (":t" if residuals == "t" else "")] = fig
+                if (truth, feats, residuals) == ("object", shipped, metrics["residuals"]):
+                    write_calibrator(cal, rows["fit"], args, bank, out)  # fixed in advance; eval reads it
     for key, fig in metrics["signals_test"].items():
         print(f"{key:<34} Spearman across episodes (median over depths) {fig['across_episodes_median']:+.3f}  "
               f"within episodes {fig['within_episodes_median']:+.3f}")

@@ -139,6 +139,25 @@ def test_round_trip_and_a_calibrator_give_every_policy_a_mean_trust(tmp_path, ca
     assert main([*argv[:-1], str(tmp_path / "other"), "--calibration", str(tmp_path / "nothere.json")]) != 0
     assert "nothere.json does not exist" in capsys.readouterr().err
     assert not (tmp_path / "other" / "episodes.jsonl").exists()
+    # a calibrator that gates on novelty reads the bank beside it: every start is scored, and a limit
+    # below every score leaves no episode trusted; without the bank it is refused before any rollout
+    from wmsuite.world_models.novelty import NoveltyConfig, PatchNovelty
+
+    gated = tmp_path / "gated"
+    gated.mkdir()
+    strict = Calibrator(cal.features, cal.weights, cal.sigma, tau=cal.tau, novelty_limit=1e-9)
+    (gated / "calibration.json").write_text(json.dumps(strict.to_json()))
+    call = [*argv[:-1], str(tmp_path / "nov"), "--calibration", str(gated / "calibration.json")]
+    assert main(call) != 0 and "novelty.safetensors" in capsys.readouterr().err
+    assert not (tmp_path / "nov" / "episodes.jsonl").exists()
+    frames = np.random.default_rng(0).integers(0, 256, (4, 64, 64, 3), dtype=np.uint8)
+    PatchNovelty.fit(frames, NoveltyConfig(bank_size=64, candidates=200)).save(gated / "novelty.safetensors")
+    assert main(call) == 0
+    nov = json.loads((tmp_path / "nov" / "metrics.json").read_text())
+    assert all(p["mean_trust"] == 0.0 for p in nov["policies"])
+    wm = [json.loads(line) for line in (tmp_path / "nov" / "episodes.jsonl").read_text().splitlines()]
+    assert all(r["trust_novelty_mean"] > 0 for r in wm if r["sim"] == "wm")
+    assert "novelty" in json.loads((tmp_path / "nov" / "run.json").read_text())["identity"]
 
 
 @pytest.mark.slow

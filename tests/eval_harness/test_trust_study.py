@@ -67,6 +67,31 @@ def test_figures_on_rows_whose_answer_is_known():
     assert cal.weights[1] == pytest.approx(1.0, abs=0.05)  # log true error = log rt + noise
 
 
+def test_cross_validation_prefers_the_residual_model_the_rows_were_drawn_from():
+    from wmsuite.eval_harness.trust_study import cross_validated_coverage
+
+    rng = np.random.default_rng(1)
+    normal = _rows(600, rng, 0.3)
+    heavy = _rows(600, rng, 0.0)
+    heavy["object"] = heavy["object"] * np.exp(0.3 * rng.standard_t(2, len(heavy["object"])))
+    feats = ("round_trip", "depth")
+    assert cross_validated_coverage(normal, "object", feats, "normal") < 0.02
+    assert cross_validated_coverage(heavy, "object", feats, "t") < 0.02 < \
+        cross_validated_coverage(heavy, "object", feats, "normal")
+
+
+def test_rows_carry_the_start_frames_novelty_with_a_bank():
+    from wmsuite.world_models.novelty import NoveltyConfig, PatchNovelty
+
+    episodes = [moving_square_episode(seed=s) for s in range(3)]
+    bank = PatchNovelty.fit(episodes[0].obs["top"], NoveltyConfig(patch=4, stride=4, bank_size=16, candidates=32))
+    rows = trust_rows(tiny_model(episodes, p_backward=0.5).eval(), episodes, PROBE, depths=(1, 3), novelty=bank)
+    want = bank.score(np.stack([ep.obs["top"][0] for ep in episodes]))
+    for d in (1, 3):
+        np.testing.assert_allclose(rows["novelty"][rows["depth"] == d], want, rtol=1e-6)
+    assert "novelty" not in trust_rows(tiny_model(episodes, p_backward=0.5).eval(), episodes, PROBE, depths=(1,))
+
+
 def test_auroc_by_hand():
     from wmsuite.eval_harness.trust_study import auroc
 

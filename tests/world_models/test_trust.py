@@ -240,6 +240,32 @@ def test_the_calibrator_recovers_its_model_and_its_intervals_cover(idm):
         assert abs(cal.coverage(held, held_err, level) - level) < 0.03
 
 
+def test_student_t_residuals_cover_heavy_tails_where_a_normal_fit_over_covers_the_core():
+    rng = np.random.default_rng(3)
+
+    def draw(m):
+        depth = rng.integers(1, 17, m).astype(float)
+        return {"depth": depth}, np.exp(-4.0 + 0.1 * depth + 0.3 * rng.standard_t(3, m))
+
+    feats, err = draw(6000)
+    held, held_err = draw(6000)
+    normal, heavy = Calibrator.fit(feats, err), Calibrator.fit(feats, err, residuals="t")
+    assert heavy.dof == pytest.approx(3, abs=0.5) and heavy.sigma == pytest.approx(0.3, abs=0.02)
+    np.testing.assert_allclose(heavy.weights, [-4.0, 0.1], atol=0.03)
+    assert normal.coverage(held, held_err, 0.68) > 0.72  # sigma inflated by the tails
+    for level in (0.68, 0.95):
+        assert abs(heavy.coverage(held, held_err, level) - level) < 0.02
+    # trust is the t model's probability, by hand from scipy's t distribution
+    from scipy.stats import t as student_t
+
+    mu, _ = heavy.predict({"depth": [4.0]})
+    want = student_t.cdf((math.log(0.03) - mu[0]) / heavy.sigma, heavy.dof)
+    np.testing.assert_allclose(heavy.trust({"depth": [4.0]}, tau=0.03), [want])
+    assert Calibrator.from_json(json.loads(json.dumps(heavy.to_json()))) == heavy
+    with pytest.raises(ValueError, match="residuals"):
+        Calibrator.fit(feats, err, residuals="laplace")
+
+
 def test_fit_by_hand():
     # log error [0, 1, 1, 2] on depth [0, 1, 2, 3]: slope Sxy/Sxx = 3/5, intercept 1 - 0.6 * 1.5,
     # residuals (-0.1, 0.3, -0.3, 0.1), sigma = sqrt(0.2 / (4 rows - 2 weights))
@@ -383,6 +409,13 @@ def test_the_start_gate_zeroes_the_trust_of_scenes_read_wrong_at_their_start():
     assert Calibrator.from_json(json.loads(json.dumps(cal.to_json()))) == cal
     with pytest.raises(ValueError, match="start_limit"):
         Calibrator(("depth",), (0.0, 0.0), sigma=0.5, start_limit=0.0)
+    both = Calibrator(("depth",), (math.log(0.1), 0.0), sigma=0.5, tau=0.1, start_limit=0.02, novelty_limit=0.3)
+    trust = both.trust({"depth": [1.0] * 4, "start": [0.01, 0.03, 0.01, 0.03], "novelty": [0.1, 0.1, 0.4, 0.4]})
+    np.testing.assert_allclose(trust, [0.5, 0.0, 0.0, 0.0])  # either gate alone zeroes a start
+    with pytest.raises(ValueError, match="novelty"):
+        both.trust({"depth": [1.0], "start": [0.01]})
+    assert Calibrator.from_json(json.loads(json.dumps(both.to_json()))) == both
+    assert "novelty_limit" not in cal.to_json()  # a file without the gate reads as before
 
 
 def test_trust_by_hand_and_without_a_tolerance():
@@ -416,3 +449,20 @@ def test_the_learned_simulator_reports_the_start_reading_error_when_an_episode_e
     np.testing.assert_allclose(info["trust/start_error"], np.linalg.norm(read - real, axis=-1), rtol=1e-5)
     with pytest.raises(ValueError, match="start_reading"):
         WorldModelEnv(model, EpisodeContext(episodes), num_envs=1, start_reading=slice(50, 60))
+
+
+def test_the_learned_simulator_reports_the_start_frames_novelty_when_an_episode_ends(episodes):
+    """With a novelty bank, the end step reports the bank's score of each sub-env's real start frame."""
+    from wmsuite.world_models.contexts import EpisodeContext
+    from wmsuite.world_models.env import WorldModelEnv
+    from wmsuite.world_models.novelty import NoveltyConfig, PatchNovelty
+
+    model = tiny_model(episodes, camera="top")
+    frames = episodes[0].obs["top"]
+    bank = PatchNovelty.fit(frames, NoveltyConfig(patch=4, stride=4, bank_size=32, candidates=64))
+    env = WorldModelEnv(model, EpisodeContext(episodes), num_envs=2, horizon=1, seed=0, novelty=bank)
+    env.reset(seed=[0, 1])
+    _, _, term, trunc, info = env.step(np.zeros((2, 2, 2), np.float32))
+    assert (term | trunc).all() and info["_trust/novelty"].all()
+    starts = np.stack([episodes[s % len(episodes)].obs["top"][0] for s in (0, 1)])
+    np.testing.assert_allclose(info["trust/novelty"], bank.score(starts), rtol=1e-6)

@@ -41,7 +41,7 @@ from wmsuite.eval_harness.evaluate import EvalSetup, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.runs import open_run
-from wmsuite.specs import file_digest, resolve_asset, spec_fingerprint, trust_code
+from wmsuite.specs import NOVELTY, file_digest, resolve_asset, spec_fingerprint, trust_code
 
 
 @dataclass
@@ -78,7 +78,8 @@ class EvalConfig(SimBackendFlags):
     calibration: str = ""
     """With --round-trip: the calibrator (JSON, world_models/trust.py) that turns each imagined episode's
     round-trip error, inverse-dynamics error, depth and start-reading error into one trust score in
-    [0, 1], the predicted probability that the episode's error is tolerable; adds per-policy
+    [0, 1], the predicted probability that the episode's error is tolerable (a calibrator with a
+    novelty gate also scores each real start frame with novelty.safetensors beside it); adds per-policy
     `mean_trust`, abstention and `trust_error_spearman` to the metrics ('': calibration.json beside
     --round-trip-wm, or beside --wm without one, if there is one)."""
     idm_stop: float = 0.0
@@ -174,13 +175,16 @@ def run(cfg: EvalConfig) -> int:
                 **({"round_trip_wm": file_digest(resolve_checkpoint(resolve_asset(cfg.round_trip_wm)))}
                    if cfg.round_trip_wm else {}),
                 **({"idm_stop": cfg.idm_stop} if cfg.idm_stop else {}),
+                **({"novelty": file_digest(trust_score.path.parent / NOVELTY)}
+                   if trust_score is not None and trust_score.novelty is not None else {}),
                 **({"precision": model.cfg.precision} if model.cfg.precision != "float32" else {}),
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
                       seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
-                      make_env=make_env_factory(cfg, model, back), act_every=chunk,
+                      make_env=make_env_factory(cfg, model, back, trust_score.novelty if trust_score else None),
+                      act_every=chunk,
                       real_episodes=cfg.real_episodes or None, trust_score=trust_score, parallel=cfg.parallel and cfg.backend == "local")
     metrics = evaluate(setup, out)
     if trust_score is not None:  # which calibrator scored the episodes (it is not part of the run's identity)

@@ -204,10 +204,11 @@ def env_kwargs(cfg: EvalConfig, model) -> dict:
     return kwargs
 
 
-def make_env_factory(cfg: EvalConfig, model, round_trip_model=None) -> EnvFactory:
+def make_env_factory(cfg: EvalConfig, model, round_trip_model=None, novelty=None) -> EnvFactory:
     """sim ('real' | 'wm') -> a fresh VectorEnv of `cfg.num_envs` sub-envs; 'wm' wraps `model` (and
-    `round_trip_model`, see `load_round_trip_model`). Bad judge settings and frames the world model
-    cannot take (`env_kwargs`) fail here, before any rollout."""
+    `round_trip_model`, see `load_round_trip_model`; `novelty`, the trust score's bank, scores each
+    real start frame). Bad judge settings and frames the world model cannot take (`env_kwargs`) fail
+    here, before any rollout."""
     probe, judge = task_probe(cfg.env), resolve_judge(cfg)
     if probe is None and judge != "head":
         raise ValueError(f"--judge {judge} needs the task's success rule, and {cfg.env} has no task probe; "
@@ -217,19 +218,21 @@ def make_env_factory(cfg: EvalConfig, model, round_trip_model=None) -> EnvFactor
                          "use --judge state")
     if model.cfg.memory_frames:  # a model with memory on a task without a moving camera: refused before any episode
         memory_geometry(cfg.env, model.cfg.camera)
-    return EnvFactory(replace(cfg, judge=judge), model, round_trip_model, env_kwargs(cfg, model))
+    return EnvFactory(replace(cfg, judge=judge), model, round_trip_model, env_kwargs(cfg, model), novelty)
 
 
 class EnvFactory:
     """See `make_env_factory`. Picklable for the real-simulator worker process: pickled without the
     world models, which that worker never builds (it asks for 'real' only)."""
 
-    def __init__(self, cfg: EvalConfig, model, round_trip_model=None, env_kwargs: dict | None = None) -> None:
-        self.cfg, self.model, self.round_trip_model = cfg, model, round_trip_model
+    def __init__(self, cfg: EvalConfig, model, round_trip_model=None, env_kwargs: dict | None = None,
+                 novelty=None) -> None:
+        self.cfg, self.model, self.round_trip_model, self.novelty = cfg, model, round_trip_model, novelty
         self.env_kwargs = dict(env_kwargs or {})
 
     def __getstate__(self) -> dict:
-        return {"cfg": self.cfg, "model": None, "round_trip_model": None, "env_kwargs": self.env_kwargs}
+        return {"cfg": self.cfg, "model": None, "round_trip_model": None, "env_kwargs": self.env_kwargs,
+                "novelty": None}
 
     def __call__(self, sim: str):
         # importing wmsuite.envs registers the ids the learned simulator takes its horizon and resets from
@@ -255,6 +258,7 @@ class EnvFactory:
                                     else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None,
                                     start_reading=probe.object_xy if probe is not None and cfg.round_trip else None,
                                     round_trip_model=self.round_trip_model, env_kwargs=self.env_kwargs,
+                                    novelty=self.novelty,
                                     memory_geometry=memory_geometry(cfg.env, self.model.cfg.camera)
                                     if self.model.cfg.memory_frames else None)
 
