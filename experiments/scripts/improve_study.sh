@@ -5,7 +5,9 @@
 # critic warm-up 200 steps, threshold 0.5, 8 expert steps); nothing is tuned on the figures.
 # Stages (STAGE=...; default all): data, bc, rounds (METHODS, default "bc afil habc both"), summary.
 #   ENV (default wmsuite/PushCube-v0), SIM (real | wm; WM the world model with SIM=wm), ROUNDS (2),
-#   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000).
+#   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000),
+#   INTERVENE (the intervening policy, expert@1; "none": the policy's own rollouts only, so that its
+#   failures, not the expert's corrections, make up the data; runs are then named METHOD-SIM-solo).
 # Evaluation seeds start at 900000 (apart from the demonstrations', the rollouts' and every zoo's).
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
@@ -15,6 +17,8 @@ OUT=${OUT:-runs/improve-$TASK}
 SIM=${SIM:-real}
 WM=${WM:-assets:wm/pushcube}
 STAGE=${STAGE:-all}
+INTERVENE=${INTERVENE:-expert@1}
+SUFFIX=$([[ $INTERVENE == none ]] && echo "-solo" || true)
 stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
 DEMOS=data/${TASK}_demos.hdf5
 mkdir -p data "$OUT"
@@ -31,24 +35,25 @@ if stage rounds; then
   for m in ${METHODS:-bc afil habc both}; do
     args=(--env "$ENV" --data "$DEMOS" --init "$OUT/bc" --method "$m" --rounds "${ROUNDS:-2}"
           --episodes "${EPISODES:-200}" --eval-episodes "${EVAL:-200}" --eval-seed 900000 --sim "$SIM"
-          --intervene expert@1 --train.steps "${STEPS:-1000}" --num-envs 2 --out "$OUT/$m-$SIM")
+          --train.steps "${STEPS:-1000}" --num-envs 2 --out "$OUT/$m-$SIM$SUFFIX")
+    [[ $INTERVENE == none ]] || args+=(--intervene "$INTERVENE")
     [[ $SIM == wm ]] && args+=(--wm "$WM")
     wmsuite improve "${args[@]}"
   done
 fi
 if stage summary; then
-  python - "$OUT" "$SIM" <<'EOF'
+  python - "$OUT" "$SIM" "$SUFFIX" <<'EOF'
 import json, sys
 from pathlib import Path
-out, sim = Path(sys.argv[1]), sys.argv[2]
+out, sim, suffix = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 rows = {}
-for run in sorted(out.glob(f"*-{sim}")):
+for run in sorted(out.glob(f"*-{sim}{suffix}")):
     rounds = json.loads((run / "metrics.json").read_text())["rounds"]
     rows[run.name] = {r: v for r, v in rounds.items() if "real_success" in v}
 print(f"real success (Wilson 95%) by round; rollouts in the {sim} simulator")
 for name, rounds in rows.items():
     cells = [f"r{r}: {v['real_success']:.3f} [{v['real_ci'][0]:.3f}, {v['real_ci'][1]:.3f}]" for r, v in sorted(rounds.items())]
     print(f"{name:<14} " + "  ".join(cells))
-(out / f"summary-{sim}.json").write_text(json.dumps(rows, indent=2))
+(out / f"summary-{sim}{suffix}.json").write_text(json.dumps(rows, indent=2))
 EOF
 fi

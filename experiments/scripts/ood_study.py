@@ -101,10 +101,11 @@ def main() -> None:
         metrics["variants"][variant or "training"] = fig
     aucs = [f["auroc"] for f in metrics["variants"].values() if "auroc" in f]
     metrics["auroc_mean"], metrics["auroc_min"] = float(np.mean(aucs)), float(np.min(aucs))
-    print(f"\n{'variant':<14} {'AUROC':>6} {'(raw round trip)':>16} {'mean trust':>10} {'object err m':>12}")
+    print(f"\n{'variant':<14} {'AUROC':>6} {'(raw round trip)':>16} {'(raw novelty)':>13} {'mean trust':>10} "
+          f"{'object err m':>12}")
     for name, f in metrics["variants"].items():
         print(f"{name:<14} {f.get('auroc', float('nan')):>6.3f} {f.get('auroc_round_trip', float('nan')):>16.3f} "
-              f"{f['mean_trust']:>10.3f} {f['object_error']:>12.4f}")
+              f"{f.get('auroc_novelty', float('nan')):>13.3f} {f['mean_trust']:>10.3f} {f['object_error']:>12.4f}")
     print(f"AUROC mean {metrics['auroc_mean']:.3f}, min {metrics['auroc_min']:.3f}")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
 
