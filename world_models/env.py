@@ -59,6 +59,8 @@
   generated frame posed by the heads' agent position, and each chunk sees the frames it retrieves.
 - Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
   or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
+  `noise_seed` (0: none) is mixed into every such seeding: the same starts imagined again with
+  other noise, to see which outcomes the model is unsure of.
 - Autoreset is disabled (Gymnasium's AutoresetMode.DISABLED): reset finished sub-envs with
   `reset(seed=..., options={"reset_mask": mask})`, as the rollout engine does.
 """
@@ -131,7 +133,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  tracking: ObjectTracking | None = None, static_state: slice | None = None,
                  round_trip: bool = False, idm_stop: float | None = None,
                  start_reading: slice | None = None, round_trip_model: LatentWorldModel | None = None,
-                 memory_geometry: MemoryGeometry | None = None, novelty: PatchNovelty | None = None) -> None:
+                 memory_geometry: MemoryGeometry | None = None, novelty: PatchNovelty | None = None,
+                 noise_seed: int = 0) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -166,6 +169,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             round_trip_model = round_trip_model.to(device).eval()
         self.static_state, self.round_trip, self.idm_stop = static_state, round_trip, idm_stop
         self.start_reading, self.round_trip_model, self.novelty = start_reading, round_trip_model, novelty
+        self.noise_seed = int(noise_seed)
         self.model = model.to(device).eval()
         self.source, self.device = context_source, device
         self.num_envs, self.horizon = num_envs, horizon
@@ -217,13 +221,13 @@ class WorldModelEnv(gym.vector.VectorEnv):
                 raise ValueError(f"reset_mask must have shape ({self.num_envs},), got {mask.shape}")
         seeds = self._seeds(seed)
         if isinstance(seed, (int, np.integer)):
-            self._gen.manual_seed(int(seed))
-            self._back_gen.manual_seed(int(seed))
+            self._gen.manual_seed(self._mixed(int(seed)))
+            self._back_gen.manual_seed(self._mixed(int(seed)))
         elif seed is not None and mask.all():
             # a full reset with a list of seeds (the rollout engine starting a batch): the sampling
             # noise follows from them, so the same seeds give the same imagined episodes
             spec = [-1 if s is None else int(s) for s in seed]
-            self._gen.manual_seed(int(np.random.SeedSequence([s + 1 for s in spec]).generate_state(1)[0]))
+            self._gen.manual_seed(self._mixed(int(np.random.SeedSequence([s + 1 for s in spec]).generate_state(1)[0])))
             self._back_gen.manual_seed(self._gen.initial_seed())
         frames, states, env_states, tasks, rows = [], [], [], [], np.flatnonzero(mask)
         for i in rows:
@@ -325,6 +329,12 @@ class WorldModelEnv(gym.vector.VectorEnv):
             close()
 
     # ------------------------------------------------------------------ helpers
+    def _mixed(self, seed: int) -> int:
+        """A generator seed with `noise_seed` mixed in (unchanged without one)."""
+        if not self.noise_seed:
+            return seed
+        return int(np.random.SeedSequence([seed, self.noise_seed]).generate_state(1)[0])
+
     def _round_trips(self, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The round-trip error (world_models/trust.py: latent MSE between the real start and where a
         backward pass from the newest frames lands) of every sub-env whose episode ends now, from all
@@ -376,14 +386,15 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          idm_stop: float | None = None, start_reading: slice | None = None,
                          round_trip_model: LatentWorldModel | None = None,
                          memory_geometry: MemoryGeometry | None = None, novelty: PatchNovelty | None = None,
-                         env_kwargs: dict[str, Any] | None = None) -> WorldModelEnv:
+                         noise_seed: int = 0, env_kwargs: dict[str, Any] | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`, `novelty`: see the module docstring
+    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`, `novelty`, `noise_seed`: see
+    the module docstring
     (the caller fills them in from the task probe). world_models never imports wmsuite.envs: the caller
     registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
@@ -407,4 +418,4 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
                          static_state=static_state, round_trip=round_trip, idm_stop=idm_stop,
                          start_reading=start_reading, round_trip_model=round_trip_model,
-                         memory_geometry=memory_geometry, novelty=novelty)
+                         memory_geometry=memory_geometry, novelty=novelty, noise_seed=noise_seed)

@@ -38,14 +38,39 @@ from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.trust import check_backward_model
 
 
-def write_calibrator(cal, fit_rows: dict, args: argparse.Namespace, bank, out: Path) -> None:
-    """OUT/calibration.json: `cal` with tau and its gates at --gate-quantile of the fit episodes'
-    start errors (and novelty, with a bank, copied beside it)."""
-    first = fit_rows["depth"] == fit_rows["depth"].min()  # one row per fit episode
-    cal = dataclasses.replace(cal, tau=args.tau, start_limit=float(np.quantile(fit_rows["start"][first],
-                                                                                args.gate_quantile)))
+@torch.no_grad()
+def gate_samples(model, bank, env_id: str, probe, n: int, seed: int) -> dict[str, np.ndarray]:
+    """The gates' two scores on `n` fresh resets of the real env (seeds seed .. seed+n-1): the start
+    reading error through the simulator's heads and, with a bank, the start frame's novelty. Resets
+    are free, so a high quantile is estimated from many starts, not from the fit file's few."""
+    from wmsuite.envs import make_env
+    from wmsuite.world_models.codec import stack_cameras
+
+    env = make_env(env_id, image_size=model.codec_cfg.image_size)
+    frames, states = [], []
+    for i in range(n):
+        obs, _ = env.reset(seed=seed + i)
+        frames.append(stack_cameras(obs["pixels"], model.cfg.camera))
+        states.append(obs["environment_state"])
+    env.close()
+    frames, states = np.stack(frames), torch.as_tensor(np.stack(states), dtype=torch.float32)
+    obj, read = probe.object_xy, []
+    for i in range(0, n, 64):
+        lat = model.codec.encode(torch.as_tensor(frames[i : i + 64]).permute(0, 3, 1, 2))
+        read.append(model.predict_heads(lat)["environment_state"][:, obj])
+    out = {"start": (torch.cat(read) - states[:, obj]).norm(dim=-1).numpy()}
     if bank is not None:
-        cal = dataclasses.replace(cal, novelty_limit=float(np.quantile(fit_rows["novelty"][first], args.gate_quantile)))
+        out["novelty"] = bank.score(frames)
+    return out
+
+
+def write_calibrator(cal, gate_rows: dict, args: argparse.Namespace, bank, out: Path) -> None:
+    """OUT/calibration.json: `cal` with tau and its gates at --gate-quantile of `gate_rows`' start
+    errors (and novelty, with a bank, copied beside it): one row per start."""
+    q = args.gate_quantile
+    cal = dataclasses.replace(cal, tau=args.tau, start_limit=float(np.quantile(gate_rows["start"], q)))
+    if bank is not None:
+        cal = dataclasses.replace(cal, novelty_limit=float(np.quantile(gate_rows["novelty"], q)))
         shutil.copyfile(args.novelty, out / NOVELTY)
     (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))
 
@@ -71,6 +96,10 @@ def main() -> None:
                     help="a scene-novelty bank of the simulator's training frames (world_models/novelty.py): adds the "
                          "novelty signal and a gate on it at --gate-quantile of the fit episodes' novelty, and is "
                          "copied beside calibration.json")
+    ap.add_argument("--gate-resets", type=int, default=1000,
+                    help="set the gates from this many fresh resets of the real env (0: from the fit file's starts)")
+    ap.add_argument("--gate-seed", type=int, default=700000,
+                    help="first reset seed for the gates (apart from every data file's and zoo's seeds)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     bank = PatchNovelty.load(args.novelty) if args.novelty else None
@@ -95,6 +124,15 @@ def main() -> None:
                "fit_data": args.fit_data, "test_data": args.test_data, "depths": args.depths,
                "signals_test": signal_figures(rows["test"]), "signals_fit": signal_figures(rows["fit"]),
                "calibration": {}}
+    if args.gate_resets:
+        gate_rows = gate_samples(model, bank, args.env, probe, args.gate_resets, args.gate_seed)
+    else:
+        first = rows["fit"]["depth"] == rows["fit"]["depth"].min()  # one row per fit episode
+        gate_rows = {k: rows["fit"][k][first] for k in ("start", "novelty") if k in rows["fit"]}
+    metrics["gates"] = {"resets": args.gate_resets, "seed": args.gate_seed, "quantile": args.gate_quantile,
+                        **{f"{k}_limit": float(np.quantile(v, args.gate_quantile)) for k, v in gate_rows.items()}}
+    print("gates: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics["gates"].items() if k.endswith("_limit"))
+          + (f" (from {args.gate_resets} fresh resets)" if args.gate_resets else " (from the fit episodes' starts)"))
     # the residual model of the calibrator eval reads: chosen by cross-validation on the fit file alone
     shipped = ("round_trip", "idm", "depth")
     cv = {r: cross_validated_coverage(rows["fit"], "object", shipped, r) for r in ("normal", "t")}
@@ -108,7 +146,7 @@ def main() -> None:
                                                residuals=residuals)
                 metrics["calibration"][f"{truth}:{'+'.join(feats)}" + (":t" if residuals == "t" else "")] = fig
                 if (truth, feats, residuals) == ("object", shipped, metrics["residuals"]):
-                    write_calibrator(cal, rows["fit"], args, bank, out)  # fixed in advance; eval reads it
+                    write_calibrator(cal, gate_rows, args, bank, out)  # fixed in advance; eval reads it
     for key, fig in metrics["signals_test"].items():
         print(f"{key:<34} Spearman across episodes (median over depths) {fig['across_episodes_median']:+.3f}  "
               f"within episodes {fig['within_episodes_median']:+.3f}")

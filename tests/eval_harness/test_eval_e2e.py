@@ -206,6 +206,30 @@ EXPERT = 'wmsuite.envs.experts:make_expert{{"env_id": "{env}", "skill": {skill}}
 
 
 @pytest.mark.slow
+def test_a_noise_seed_imagines_the_same_starts_again_and_leaves_the_real_episodes(tmp_path):
+    from wmsuite.cli import main
+
+    _tiny_checkpoint(tmp_path / "wm")
+    base = ["eval", "--wm", str(tmp_path / "wm"), "--policies", POLICIES[1], "--episodes", "2", "--num-envs", "2",
+            "--videos", "0", "--judge", "head"]
+    assert main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert main([*base, "--noise-seed", "3", "--out", str(tmp_path / "b")]) == 0
+
+    def records(run, sim):
+        lines = (tmp_path / run / "episodes.jsonl").read_text().splitlines()
+        return sorted((r for r in map(json.loads, lines) if r["sim"] == sim), key=lambda r: r["episode"])
+
+    drop = ("wall_time_s",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in records("a", "real")] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in records("b", "real")]
+    a, b = records("a", "wm"), records("b", "wm")
+    assert [r["seed"] for r in a] == [r["seed"] for r in b]  # the same starts
+    assert [r["trust_idm_error_mean"] for r in a] != [r["trust_idm_error_mean"] for r in b]  # other frames
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["identity"]["noise_seed"] == 3
+    assert "noise_seed" not in json.loads((tmp_path / "a" / "run.json").read_text())["identity"]
+
+
+@pytest.mark.slow
 def test_labels_reruns_and_untrusted_manifests(tmp_path, capsys, monkeypatch):
     """Policies whose short labels collide are told apart; a rerun with other settings or another world
     model is refused, naming the difference; a manifest's code runs only with --trust-code."""

@@ -99,6 +99,10 @@ class EvalConfig(SimBackendFlags):
     """Side-by-side real/imagined videos to write (one episode each of the first policies)."""
     sampling_steps: int = 0
     """Euler steps per generated chunk in the world model (0: the checkpoint's default)."""
+    noise_seed: int = 0
+    """Another stream of the world model's sampling noise (0: the default one): the same starts and
+    real episodes, each imagined episode drawn again. Two runs that differ only in it show which
+    outcomes the model is unsure of (experiments/scripts/sampling_disagreement.py)."""
     precision: str = ""
     """Number format of the world model at inference: 'float32', 'bfloat16' (faster on CPUs with
     bfloat16 instructions and on GPUs) or '' (the checkpoint's default)."""
@@ -175,6 +179,7 @@ def run(cfg: EvalConfig) -> int:
                 **({"round_trip_wm": file_digest(resolve_checkpoint(resolve_asset(cfg.round_trip_wm)))}
                    if cfg.round_trip_wm else {}),
                 **({"idm_stop": cfg.idm_stop} if cfg.idm_stop else {}),
+                **({"noise_seed": cfg.noise_seed} if cfg.noise_seed else {}),
                 **({"novelty": file_digest(trust_score.path.parent / NOVELTY)}
                    if trust_score is not None and trust_score.novelty is not None else {}),
                 **({"precision": model.cfg.precision} if model.cfg.precision != "float32" else {}),

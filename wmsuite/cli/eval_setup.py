@@ -258,7 +258,7 @@ class EnvFactory:
                                     else None, round_trip=cfg.round_trip, idm_stop=cfg.idm_stop or None,
                                     start_reading=probe.object_xy if probe is not None and cfg.round_trip else None,
                                     round_trip_model=self.round_trip_model, env_kwargs=self.env_kwargs,
-                                    novelty=self.novelty,
+                                    novelty=self.novelty, noise_seed=cfg.noise_seed,
                                     memory_geometry=memory_geometry(cfg.env, self.model.cfg.camera)
                                     if self.model.cfg.memory_frames else None)
 
