@@ -153,6 +153,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if static_state is not None and not range(model.cfg.env_state_dim)[static_state]:
             raise ValueError(f"static_state {static_state} picks no entry of the model's "
                              f"{model.cfg.env_state_dim}-d environment_state")
+        if noise_seed < 0:
+            raise ValueError(f"noise_seed must be >= 0 (0: the default noise stream), got {noise_seed}")
         if idm_stop is not None and not (math.isfinite(idm_stop) and idm_stop > 0):
             raise ValueError(f"idm_stop must be a positive IDM error (or None), got {idm_stop}")
         if start_reading is not None and not range(model.cfg.env_state_dim)[start_reading]:

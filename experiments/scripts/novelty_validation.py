@@ -14,14 +14,13 @@ unedited frames (their 0.99 quantile is what a gate would be set to). Writes OUT
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from wmsuite.data import load_episodes
 from wmsuite.eval_harness.trust_study import auroc
+from wmsuite.logging import write_metrics
 from wmsuite.world_models.novelty import NoveltyConfig, PatchNovelty, training_frames
 
 
@@ -78,9 +77,7 @@ def main() -> None:
     best = max(metrics["settings"], key=lambda k: (metrics["settings"][k]["auroc_mean"], -int(k.split("bank")[1])))
     metrics["chosen"] = best
     print(f"chosen (highest mean AUROC over the edits, then the smaller bank): {best}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    print(f"wrote {write_metrics(args.out, metrics)}")
 
 
 if __name__ == "__main__":

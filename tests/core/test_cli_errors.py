@@ -81,6 +81,10 @@ def test_unknown_env_ids_wrong_checkpoints_and_kwargs(tmp_path, capsys):
         main(["eval", "--calibration", "cal.json", "--out", str(tmp_path / "h")])
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())
     assert exit_.value.code == 2 and "--calibration scores the round trip" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "--noise-seed", "-1", "--out", str(tmp_path / "i")])
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    assert exit_.value.code == 2 and "--noise-seed must be >= 0" in err
 
 
 def test_unwritable_output_fails_before_the_compute(tmp_path, capsys):

@@ -130,9 +130,9 @@ def test_a_noise_seed_draws_the_same_starts_again_with_other_noise(episodes):
     model = tiny_model(episodes, camera="top")
     acts = np.random.default_rng(1).uniform(-1, 1, (2, 3, 2, 2)).astype(np.float32)
 
-    def run(noise_seed, seed=[2, 0, 1]):
+    def run(noise_seed, seed=(2, 0, 1)):
         env = WorldModelEnv(model, EpisodeContext(episodes), num_envs=3, horizon=3, noise_seed=noise_seed)
-        first = env.reset(seed=seed)[0]["pixels"]["top"]
+        first = env.reset(seed=list(seed) if isinstance(seed, tuple) else seed)[0]["pixels"]["top"]
         return first, np.stack([env.step(a)[0]["pixels"]["top"] for a in acts])
 
     base, other, again = run(0), run(5), run(5)
@@ -143,6 +143,8 @@ def test_a_noise_seed_draws_the_same_starts_again_with_other_noise(episodes):
     np.testing.assert_array_equal(other[1], again[1])  # reproducible
     assert not np.array_equal(base[1], other[1])  # other noise, other frames
     assert not np.array_equal(run(0, seed=4)[1], run(5, seed=4)[1])  # an int seed too
+    with pytest.raises(ValueError, match="noise_seed"):
+        WorldModelEnv(model, EpisodeContext(episodes), num_envs=1, noise_seed=-1)
 
 
 def test_steps_are_the_rollout_on_the_same_seeds(episodes):

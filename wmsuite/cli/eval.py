@@ -150,6 +150,8 @@ class EvalConfig(SimBackendFlags):
                              f"got {self.real_episodes}")
         if self.image_size < 0:
             raise ValueError(f"--image-size must be 0 (the world model's) or a side in pixels, got {self.image_size}")
+        if self.noise_seed < 0:
+            raise ValueError(f"--noise-seed must be >= 0 (0: the default noise stream), got {self.noise_seed}")
         if self.episodes < 1 or self.num_envs < 1 or self.videos < 0 or self.sampling_steps < 0:
             raise ValueError(f"need episodes >= 1, num_envs >= 1, videos >= 0, sampling_steps >= 0; got "
                              f"{self.episodes}, {self.num_envs}, {self.videos}, {self.sampling_steps}")
