@@ -174,7 +174,7 @@ def main() -> None:
     ap.add_argument("--camera", required=True, help="the world model's camera (its config's world_model.camera)")
     ap.add_argument("--out", required=True, help=f"where to write the bank ({NOVELTY} beside the calibrator)")
     for name, default in asdict(NoveltyConfig()).items():
-        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, help=f"NoveltyConfig.{name}")
     args = ap.parse_args()
     cfg = NoveltyConfig(**{k: getattr(args, k) for k in asdict(NoveltyConfig())})
     frames = training_frames(args.data, args.camera, cfg.frames, cfg.seed)

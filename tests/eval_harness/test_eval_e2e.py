@@ -227,6 +227,19 @@ def test_a_noise_seed_imagines_the_same_starts_again_and_leaves_the_real_episode
     assert [r["trust_idm_error_mean"] for r in a] != [r["trust_idm_error_mean"] for r in b]  # other frames
     assert json.loads((tmp_path / "b" / "run.json").read_text())["identity"]["noise_seed"] == 3
     assert "noise_seed" not in json.loads((tmp_path / "a" / "run.json").read_text())["identity"]
+    # the study script on the pair: the tiny model never imagines a success, so nothing flips and every
+    # real success is a misjudged episode
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "experiments" / "scripts" / "sampling_disagreement.py"
+    subprocess.run([sys.executable, str(script), str(tmp_path / "a"), str(tmp_path / "b"), "--out",
+                    str(tmp_path / "d")], check=True, capture_output=True)
+    fig = json.loads((tmp_path / "d" / "metrics.json").read_text())
+    real = [r["success"] for r in records("a", "real")]
+    assert fig["flipped"] == 0.0 and fig["episodes"] == 2
+    assert fig["misjudged_all"] == pytest.approx(sum(real) / len(real))
 
 
 @pytest.mark.slow
