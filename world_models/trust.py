@@ -23,11 +23,14 @@ read with the simulator's heads, so the object-space error is measured in the si
 
 Calibrator. On rollouts whose true error is known (imagined beside real from the same start), a
 Gaussian model in log space: log(true error) ~ N(w . phi, sigma^2), phi = [1, log(round_trip + eps),
-log(idm + eps), depth, log(start + eps)], fitted by least squares (`start`: how far the heads' reading
-of the real start frame is from the real start state, `WorldModelEnv(start_reading=...)`). It gives an interval on the true error of a new
-rollout from its trust features alone, and its coverage on held-out rollouts says whether to believe
-the interval. With a tolerated error tau it also gives one trust score per rollout in [0, 1]: the
-predicted probability that the true error is at most tau (higher: more trusted). Plain JSON in and out.
+log(idm + eps), depth, log(start + eps), log(novelty + eps)], fitted by least squares (`start`: how
+far the heads' reading of the real start frame is from the real start state,
+`WorldModelEnv(start_reading=...)`; `novelty`: world_models/novelty.py), or with Student-t residuals
+for heavy tails. It gives an interval on the true error of a new rollout from its trust features
+alone, and its coverage on held-out rollouts says whether to believe the interval. With a tolerated
+error tau it also gives one trust score per rollout in [0, 1]: the predicted probability that the
+true error is at most tau (higher: more trusted), set to 0 by its gates (start reading, novelty)
+for starts unlike those it was fitted on. Plain JSON in and out.
 
 Shapes: B batch, K context, H chunk, N imagined steps, A action size, C latent channels, s latent
 side, E environment-state size, M calibration rows.
@@ -181,7 +184,8 @@ class Calibrator:
     """An out-of-distribution gate: rollouts whose start-reading error (feature `start`) exceeds it get
     trust 0, whatever the fit says. A regression fitted on in-distribution rollouts cannot learn what
     an unseen scene does; a scene the heads cannot read at its real start is outside what the fit
-    covers. Set from the fit rollouts (a high quantile of their start errors); None: no gate."""
+    covers. Set from in-distribution starts (a high quantile of their start errors; trust_study.py
+    takes fresh resets of the real env); None: no gate."""
     dof: float | None = None
     """Degrees of freedom of Student-t residuals (None: normal). A few rollouts that go badly wrong
     (the object lost) inflate a normal fit's sigma, which then over-covers the rest; a t model keeps
@@ -190,7 +194,7 @@ class Calibrator:
     """A second out-of-distribution gate, on the start frame's novelty (feature `novelty`,
     world_models/novelty.py: how unlike every training frame some patch of it looks): above it, trust
     0. It catches what the heads still read correctly (a bigger object, a distractor beside it). Set
-    from the fit rollouts like `start_limit`; None: no gate."""
+    like `start_limit`; None: no gate."""
 
     def __post_init__(self) -> None:
         self.features, self.weights = tuple(self.features), tuple(float(w) for w in self.weights)
@@ -256,7 +260,8 @@ class Calibrator:
 
     def interval(self, features: dict[str, Any], level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` interval of the true error, (low (M,), high (M,)) in error units:
-        exp(mu -/+ z sigma) with z the standard normal's (1 + level) / 2 quantile."""
+        exp(mu -/+ z sigma) with z the (1 + level) / 2 quantile of the standard normal (or of the t
+        distribution with `dof` degrees of freedom)."""
         if not 0 < level < 1:
             raise ValueError(f"level must be in (0, 1), got {level}")
         z = NormalDist().inv_cdf(0.5 + level / 2) if self.dof is None else float(student_t.ppf(0.5 + level / 2, self.dof))
