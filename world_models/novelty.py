@@ -136,7 +136,7 @@ class PatchNovelty:
 
 def _k_centres(pool: torch.Tensor, k: int, gen: torch.Generator, dims: int = 64) -> torch.Tensor:
     """Indices of k rows of pool (M, D) chosen greedily, each the farthest from those before it
-    (distances in a random projection to `dims` dimensions, which keeps them nearly and is cheaper)."""
+    (distances in a random projection to `dims` dimensions: nearly the same distances, far cheaper)."""
     proj = pool @ (torch.randn(pool.shape[1], dims, generator=gen) / dims**0.5) if pool.shape[1] > dims else pool
     chosen = torch.empty(k, dtype=torch.long)
     chosen[0] = int(torch.randint(len(pool), (1,), generator=gen))
