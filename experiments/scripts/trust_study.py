@@ -7,7 +7,9 @@ Imagines every episode of both files from its first frame with its own actions, 
 records the true error (latent, object) beside the round-trip and inverse-dynamics signals
 (`wmsuite.eval_harness.trust_study`). Reports, on the test file: Spearman of each signal with each
 true error across episodes per depth and within episodes; a calibrator of the object error fitted
-on the fit file, its 68%/95% coverage and selective-evaluation figures on the test file. Writes
+on the fit file (normal or Student-t residuals, chosen by cross-validation on the fit file), its
+68%/95% coverage and selective-evaluation figures on the test file; its start and novelty gates at a
+high quantile of 1,000 fresh resets of the real env (--gate-resets). Writes
 OUT/metrics.json, OUT/rows_{fit,test}.npz and OUT/calibration.json (the fitted calibrator; with
 --novelty, the bank its novelty gate reads beside it).
 """
