@@ -47,6 +47,13 @@ class CalibratedTrust:
     """The bank its novelty gate scores start frames with (world_models/novelty.py), read from
     novelty.safetensors beside the calibrator; None for a calibrator without that gate."""
 
+    @property
+    def novelty_path(self) -> Path:
+        """Where a calibrator's novelty bank lies: beside it."""
+        from wmsuite.specs import NOVELTY
+
+        return self.path.parent / NOVELTY
+
     @classmethod
     def load(cls, path: Path, chunk: int) -> CalibratedTrust:
         """Read and check a calibrator file; a missing tolerance fails here, not after the rollouts."""
@@ -57,17 +64,15 @@ class CalibratedTrust:
             cal.trust({f: [1.0] for f in (*cal.features, "start", "novelty")})
         except (ValueError, KeyError, json.JSONDecodeError) as e:
             raise ValueError(f"--calibration {path} is not a usable calibrator: {e}") from None
-        bank = None
+        scorer = cls(cal, chunk, Path(path))
         if cal.novelty_limit is not None:
-            from wmsuite.specs import NOVELTY
             from wmsuite.world_models.novelty import PatchNovelty
 
-            bank_path = Path(path).parent / NOVELTY
-            if not bank_path.exists():
-                raise FileNotFoundError(f"--calibration {path} gates on start-frame novelty, but {bank_path} (the bank "
-                                        "it was fitted with) is missing; put it beside the calibrator")
-            bank = PatchNovelty.load(bank_path)
-        return cls(cal, chunk, Path(path), bank)
+            if not scorer.novelty_path.exists():
+                raise FileNotFoundError(f"--calibration {path} gates on start-frame novelty, but {scorer.novelty_path} "
+                                        "(the bank it was fitted with) is missing; put it beside the calibrator")
+            scorer.novelty = PatchNovelty.load(scorer.novelty_path)
+        return scorer
 
     def __call__(self, records: list[dict[str, Any]]) -> np.ndarray:
         feats = {"round_trip": [r["trust_round_trip_mean"] for r in records],

@@ -41,7 +41,7 @@ from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import Calibrator, round_trip_error
+from wmsuite.world_models.trust import Calibrator, round_trip_error, start_reading_error
 
 SIGNALS = ("round_trip", "round_trip_object", "idm", "start", "novelty")
 TRUTHS = ("latent", "object")
@@ -72,7 +72,7 @@ def trust_rows(model: LatentWorldModel, episodes: Sequence[Episode], probe: Task
         begin, actions = _start(model, batch, reach)
         first = begin.context[:, -1].clone()  # (B, C, s, s): the real start's latent
         start_env = torch.as_tensor(np.stack([ep.env_state[0] for ep in batch]), dtype=torch.float32, device=dev)
-        start_read = (model.predict_heads(first)["environment_state"][:, obj] - start_env[:, obj]).norm(dim=-1)  # (B,)
+        start_read = start_reading_error(model, first, start_env, obj)  # (B,)
         if novelty is not None:
             new = novelty.score(np.stack([stack_cameras(ep.obs, cam)[0] for ep in batch]))  # (B,)
         gen = torch.Generator(device=dev).manual_seed(seed + start)

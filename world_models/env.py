@@ -86,7 +86,7 @@ from wmsuite.world_models.contexts import ContextSource, GymResetContext, Observ
 from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import check_backward_model, round_trip_error
+from wmsuite.world_models.trust import check_backward_model, round_trip_error, start_reading_error
 
 if TYPE_CHECKING:  # the bank is only called; `python -m wmsuite.world_models.novelty` runs it as __main__
     from wmsuite.world_models.novelty import PatchNovelty
@@ -224,7 +224,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         seeds = self._seeds(seed)
         if isinstance(seed, (int, np.integer)):
             self._gen.manual_seed(self._mixed(int(seed)))
-            self._back_gen.manual_seed(self._mixed(int(seed)))
+            self._back_gen.manual_seed(self._gen.initial_seed())
         elif seed is not None and mask.all():
             # a full reset with a list of seeds (the rollout engine starting a batch): the sampling
             # noise follows from them, so the same seeds give the same imagined episodes
@@ -257,10 +257,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             self._success[rows] = False
             self._t[rows] = 0
             if self.start_reading is not None:
-                with torch.no_grad():
-                    read = self.model.predict_heads(self._start_latent[rows])["environment_state"].cpu().numpy()
-                sel = self.start_reading
-                self._start_error[rows] = np.linalg.norm(read[:, sel] - self._start_state[rows][:, sel], axis=-1)
+                self._start_error[rows] = start_reading_error(self.model, self._start_latent[rows],
+                                                              self._start_state[rows], self.start_reading).cpu().numpy()
             if self.novelty is not None:
                 self._novelty[rows] = self.novelty.score(self._frames[rows])
         return self._obs(), {"is_success": self._success.copy(), "_is_success": np.ones(self.num_envs, bool)}
@@ -394,10 +392,9 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
     that one load serves several envs. The horizon is `env_id`'s max_episode_steps in world-model
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
-    (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`, `static_state`,
-    `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`, `novelty`, `noise_seed`: see
-    the module docstring
-    (the caller fills them in from the task probe). world_models never imports wmsuite.envs: the caller
+    (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`,
+    `static_state`, `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`,
+    `novelty`, `noise_seed`: see the module docstring (the caller fills them in from the task probe). world_models never imports wmsuite.envs: the caller
     registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:

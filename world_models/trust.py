@@ -134,6 +134,16 @@ def round_trip_error(model: LatentWorldModel, start: torch.Tensor, current: torc
     return out
 
 
+@torch.no_grad()
+def start_reading_error(model: LatentWorldModel, start: torch.Tensor, start_state: Any, sel: slice) -> torch.Tensor:
+    """start (B, C, s, s) real start latents, start_state (B, E) their real environment_state -> (B,)
+    the distance, over the entries `sel` (e.g. the object's position), between what the model's heads
+    read off each start and the truth: whether the model can read the scene it starts from at all."""
+    read = model.predict_heads(start)["environment_state"][:, sel]  # (B, |sel|)
+    truth = torch.as_tensor(np.asarray(start_state), dtype=read.dtype, device=read.device)[:, sel]
+    return (read - truth).norm(dim=-1)
+
+
 def _check_shapes(model: LatentWorldModel, start: torch.Tensor, current: torch.Tensor, actions: torch.Tensor,
                   start_env_state: torch.Tensor | None) -> None:
     """ValueErrors naming the shape that does not fit the others or the model."""

@@ -25,12 +25,11 @@ import torch
 from wmsuite.cli.common import resolve_policy
 from wmsuite.envs import get_probe
 from wmsuite.envs.push_cube import VARIANTS
+from wmsuite.eval_harness.abstention import CalibratedTrust
 from wmsuite.eval_harness.trust_study import auroc, trust_rows
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
-from wmsuite.specs import NOVELTY
 from wmsuite.world_models import load_world_model
-from wmsuite.world_models.novelty import PatchNovelty
-from wmsuite.world_models.trust import Calibrator, check_backward_model
+from wmsuite.world_models.trust import check_backward_model
 
 ENV = "wmsuite/PushCube-v0"
 
@@ -66,11 +65,8 @@ def main() -> None:
         check_backward_model(model, back)
     except ValueError as err:
         raise SystemExit(f"{args.wm}: {err} (pass it as --round-trip-wm)") from None
-    cal = Calibrator.from_json(json.loads(Path(args.calibration).read_text()))
-    bank_path = Path(args.calibration).parent / NOVELTY
-    bank = PatchNovelty.load(bank_path) if cal.novelty_limit is not None else None
-    if cal.novelty_limit is not None:
-        print(f"novelty gate at {cal.novelty_limit:.4f} with {bank_path}")
+    scorer = CalibratedTrust.load(Path(args.calibration), model.cfg.chunk)  # the calibrator and its novelty bank
+    cal, bank = scorer.calibrator, scorer.novelty
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)

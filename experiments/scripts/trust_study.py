@@ -37,7 +37,7 @@ from wmsuite.eval_harness.trust_study import (
 from wmsuite.specs import NOVELTY
 from wmsuite.world_models import load_world_model
 from wmsuite.world_models.novelty import PatchNovelty
-from wmsuite.world_models.trust import check_backward_model
+from wmsuite.world_models.trust import check_backward_model, start_reading_error
 
 
 @torch.no_grad()
@@ -55,12 +55,10 @@ def gate_samples(model, bank, env_id: str, probe, n: int, seed: int) -> dict[str
         frames.append(stack_cameras(obs["pixels"], model.cfg.camera))
         states.append(obs["environment_state"])
     env.close()
-    frames, states = np.stack(frames), torch.as_tensor(np.stack(states), dtype=torch.float32)
-    obj, read = probe.object_xy, []
-    for i in range(0, n, 64):
-        lat = model.codec.encode(torch.as_tensor(frames[i : i + 64]).permute(0, 3, 1, 2))
-        read.append(model.predict_heads(lat)["environment_state"][:, obj])
-    out = {"start": (torch.cat(read) - states[:, obj]).norm(dim=-1).numpy()}
+    frames, states = np.stack(frames), np.stack(states)
+    errors = [start_reading_error(model, model.codec.encode(torch.as_tensor(frames[i : i + 64]).permute(0, 3, 1, 2)),
+                                  states[i : i + 64], probe.object_xy) for i in range(0, n, 64)]
+    out = {"start": torch.cat(errors).numpy()}
     if bank is not None:
         out["novelty"] = bank.score(frames)
     return out

@@ -41,7 +41,7 @@ from wmsuite.eval_harness.evaluate import EvalSetup, evaluate
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.runs import open_run
-from wmsuite.specs import NOVELTY, file_digest, resolve_asset, spec_fingerprint, trust_code
+from wmsuite.specs import file_digest, resolve_asset, spec_fingerprint, trust_code
 
 
 @dataclass
@@ -182,7 +182,7 @@ def run(cfg: EvalConfig) -> int:
                    if cfg.round_trip_wm else {}),
                 **({"idm_stop": cfg.idm_stop} if cfg.idm_stop else {}),
                 **({"noise_seed": cfg.noise_seed} if cfg.noise_seed else {}),
-                **({"novelty": file_digest(trust_score.path.parent / NOVELTY)}
+                **({"novelty": file_digest(trust_score.novelty_path)}
                    if trust_score is not None and trust_score.novelty is not None else {}),
                 **({"precision": model.cfg.precision} if model.cfg.precision != "float32" else {}),
                 "policies": policies}
