@@ -2,8 +2,9 @@
 # #26's figures with the round trip played back by a backward copy of the shipped model: the
 # simulator ($WM, default the shipped one) imagines exactly as without the round trip, and the copy
 # ($BACK) steps backward only. Stages (STAGE=...; default all, in this order):
-#   train    the copy: the shipped model fine-tuned 2,000 steps on backward windows only (lr 1.5e-4,
-#            no heads pass: the simulator's heads read its frames); about 15 min on one core
+#   train    the copy: the shipped model fine-tuned 3,250 steps on backward windows only (to STEPS,
+#            default 38250; lr 1.5e-4, no heads pass: the simulator's heads read its frames); about
+#            23 min on one core
 #   novelty  the scene-novelty bank of the simulator's training frames ($NOVELTY; world_models/novelty.py)
 #   study    open loop on recorded episodes: signals against the truth and the calibrator, fitted
 #            on data/pushcube_val.hdf5, measured on data/pushcube_heldout.hdf5, with start and
@@ -25,7 +26,8 @@ STAGE=${STAGE:-all}
 NOVELTY=${NOVELTY:-runs/novelty.safetensors}
 mkdir -p "$OUT"
 if [[ $STAGE == train || $STAGE == all ]]; then
-  OUT=${BACK%-export} P_BACKWARD=1.0 LR=1.5e-4 HEADS=0 THREADS=1 bash experiments/scripts/wm_backward_train.sh
+  OUT=${BACK%-export} STEPS=${STEPS:-38250} P_BACKWARD=1.0 LR=1.5e-4 HEADS=0 THREADS=1 \
+      bash experiments/scripts/wm_backward_train.sh
 fi
 if [[ $STAGE == novelty || $STAGE == all ]]; then
   python -m wmsuite.world_models.novelty --data data/pushcube_mixed_bias.hdf5 --camera top --out "$NOVELTY"
