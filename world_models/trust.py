@@ -26,7 +26,8 @@ Gaussian model in log space: log(true error) ~ N(w . phi, sigma^2), phi = [1, lo
 log(idm + eps), depth, log(start + eps), log(novelty + eps)], fitted by least squares (`start`: how
 far the heads' reading of the real start frame is from the real start state,
 `WorldModelEnv(start_reading=...)`; `novelty`: world_models/novelty.py), or with Student-t residuals
-for heavy tails. It gives an interval on the true error of a new rollout from its trust features
+for heavy tails, or with the fit's own residuals (their quantiles, as split-conformal prediction
+uses them) where neither shape fits. It gives an interval on the true error of a new rollout from its trust features
 alone, and its coverage on held-out rollouts says whether to believe the interval. With a tolerated
 error tau it also gives one trust score per rollout in [0, 1]: the predicted probability that the
 true error is at most tau (higher: more trusted), set to 0 by its gates (start reading, novelty)
@@ -167,14 +168,17 @@ def _check_shapes(model: LatentWorldModel, start: torch.Tensor, current: torch.T
 FEATURES = {"round_trip": "log", "idm": "log", "depth": "linear", "start": "log", "novelty": "log"}
 """The features a `Calibrator` knows, in the order their weights are stored, and how each enters phi:
 "log" ones as log(x + eps) (they must be >= 0), "linear" ones as they are."""
+RESIDUALS = ("normal", "t", "empirical")
+"""The residual models `Calibrator.fit` knows."""
 GATES = {"start": "start_limit", "novelty": "novelty_limit"}
 """Features that may also gate a `Calibrator`'s trust (trust 0 above the limit), by its field."""
 
 
 @dataclass
 class Calibrator:
-    """log(true error) ~ w . phi(features) + sigma * e, e standard normal (or Student-t with `dof`
-    degrees of freedom, for residuals with heavy tails); build one with `Calibrator.fit`."""
+    """log(true error) ~ w . phi(features) + r, r normal with scale sigma, Student-t with `dof` degrees
+    of freedom and scale sigma (heavy tails), or drawn from the fit's own residuals
+    (`residual_quantiles`); build one with `Calibrator.fit`."""
 
     features: tuple[str, ...]
     """The features used, a subset of FEATURES in its order (e.g. ("round_trip", "depth") when the
@@ -200,6 +204,12 @@ class Calibrator:
     """Degrees of freedom of Student-t residuals (None: normal). A few rollouts that go badly wrong
     (the object lost) inflate a normal fit's sigma, which then over-covers the rest; a t model keeps
     a narrow core and wide tails."""
+    residual_quantiles: tuple[float, ...] | None = None
+    """The empirical residual model (None: normal or t): the fit's residuals r = log(true error) -
+    w . phi at probabilities 0, 1/(Q-1), .., 1 (Q values, non-decreasing), read with linear
+    interpolation. No shape is assumed: residuals peaked at 0 with long tails, which a normal fit
+    over-covers at 68% and a t fit under-covers, keep their own shape. Beyond the fitted range the
+    probability is 0 or 1."""
     novelty_limit: float | None = None
     """A second out-of-distribution gate, on the start frame's novelty (feature `novelty`,
     world_models/novelty.py: how unlike every training frame some patch of it looks): above it, trust
@@ -218,6 +228,13 @@ class Calibrator:
             raise ValueError(f"sigma must be finite and >= 0, got {self.sigma}")
         if not (math.isfinite(self.eps) and self.eps > 0):
             raise ValueError(f"eps must be finite and > 0, got {self.eps}")
+        if self.residual_quantiles is not None:
+            q = np.asarray(self.residual_quantiles, dtype=np.float64)
+            if q.ndim != 1 or len(q) < 2 or not np.all(np.isfinite(q)) or np.any(np.diff(q) < 0):
+                raise ValueError("residual_quantiles must be two or more finite, non-decreasing numbers")
+            if self.dof is not None:
+                raise ValueError("a calibrator has Student-t (dof) or empirical (residual_quantiles) residuals, not both")
+            self.residual_quantiles = tuple(float(v) for v in q)
         for name in ("tau", "dof", *GATES.values()):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
@@ -225,14 +242,14 @@ class Calibrator:
 
     @classmethod
     def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6, tau: float | None = None,
-            residuals: str = "normal") -> Calibrator:
+            residuals: str = "normal", quantiles: int = 101) -> Calibrator:
         """features {name: (M,)} for one or more names of FEATURES, true_error (M,) > 0 -> the least
-        squares fit of log(true_error) on phi; `residuals` "normal" or "t" (the residuals' degrees of
-        freedom and scale by maximum likelihood). Needs M >= number of weights + 1 rows, and features
+        squares fit of log(true_error) on phi; `residuals` "normal", "t" (the residuals' degrees of
+        freedom and scale by maximum likelihood) or "empirical" (their `quantiles` quantiles). Needs M >= number of weights + 1 rows, and features
         that vary independently of each other (a single depth, for instance, leaves depth's weight
         undetermined: drop the feature)."""
-        if residuals not in ("normal", "t"):
-            raise ValueError(f"residuals must be 'normal' or 't', got {residuals!r}")
+        if residuals not in RESIDUALS:
+            raise ValueError(f"residuals must be one of {RESIDUALS}, got {residuals!r}")
         unknown = sorted(set(features) - set(FEATURES))
         if unknown:
             raise ValueError(f"unknown features {unknown}; a Calibrator knows {list(FEATURES)}")
@@ -253,12 +270,18 @@ class Calibrator:
             dof, _, scale = student_t.fit(resid, floc=0.0)
             return cls(names, tuple(w.tolist()), float(scale), eps, tau, dof=float(min(dof, 1e3)))
         sigma = float(np.sqrt(resid @ resid / (m - p)))
+        if residuals == "empirical":
+            if quantiles < 2:
+                raise ValueError(f"quantiles must be >= 2, got {quantiles}")
+            grid = np.quantile(resid, np.linspace(0.0, 1.0, quantiles))
+            return cls(names, tuple(w.tolist()), sigma, eps, tau, residual_quantiles=tuple(grid.tolist()))
         return cls(names, tuple(w.tolist()), sigma, eps, tau)
 
     def predict(self, features: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """features {name: (M,)} holding at least this calibrator's features (others of FEATURES are
         ignored, so one dict serves calibrators fitted on different subsets) -> mu_log (M,), the
-        predicted mean of log(true error), and sigma (M,), its standard deviation."""
+        predicted mean of log(true error) (for empirical residuals: the fit's, whose residuals average
+        0), and sigma (M,), the residuals' scale."""
         unknown = sorted(set(features) - set(FEATURES))
         missing = [f for f in self.features if f not in features]
         if unknown or missing:
@@ -270,13 +293,29 @@ class Calibrator:
 
     def interval(self, features: dict[str, Any], level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` interval of the true error, (low (M,), high (M,)) in error units:
-        exp(mu -/+ z sigma) with z the (1 + level) / 2 quantile of the standard normal (or of the t
-        distribution with `dof` degrees of freedom)."""
+        exp(mu + r_lo), exp(mu + r_hi) with r_lo, r_hi the residual model's (1 -/+ level) / 2 quantiles
+        (-/+ z sigma for normal and t residuals)."""
         if not 0 < level < 1:
             raise ValueError(f"level must be in (0, 1), got {level}")
-        z = NormalDist().inv_cdf(0.5 + level / 2) if self.dof is None else float(student_t.ppf(0.5 + level / 2, self.dof))
         mu, sigma = self.predict(features)
-        return np.exp(mu - z * sigma), np.exp(mu + z * sigma)
+        return np.exp(mu + self._residual_quantile(0.5 - level / 2)), np.exp(mu + self._residual_quantile(0.5 + level / 2))
+
+    def _residual_quantile(self, prob: float) -> float:
+        """The residual model's quantile at `prob` in (0, 1), in log-error units."""
+        if self.residual_quantiles is not None:
+            q = np.asarray(self.residual_quantiles)
+            return float(np.interp(prob, np.linspace(0.0, 1.0, len(q)), q))
+        z = NormalDist().inv_cdf(prob) if self.dof is None else float(student_t.ppf(prob, self.dof))
+        return z * self.sigma
+
+    def _residual_cdf(self, r: np.ndarray) -> np.ndarray:
+        """P(residual <= r) under the residual model, r (M,) in log-error units."""
+        if self.residual_quantiles is not None:
+            q = np.asarray(self.residual_quantiles)
+            return np.interp(r, q, np.linspace(0.0, 1.0, len(q)), left=0.0, right=1.0)
+        if self.sigma == 0:
+            return (r >= 0).astype(float)
+        return ndtr(r / self.sigma) if self.dof is None else student_t.cdf(r / self.sigma, self.dof)
 
     def coverage(self, features: dict[str, Any], true_error: Any, level: float = 0.9) -> float:
         """The share of rows whose true error (M,) lies inside their `level` interval: close to `level`
@@ -292,12 +331,8 @@ class Calibrator:
         if tau is None or not (math.isfinite(tau) and tau > 0):
             raise ValueError(f"trust needs a tolerated error tau > 0; this calibrator has none set ({self.tau})"
                              " and none was passed")
-        mu, sigma = self.predict(features)
-        z = math.log(tau) - mu
-        if self.sigma == 0:
-            trust = (z >= 0).astype(float)
-        else:
-            trust = ndtr(z / sigma) if self.dof is None else student_t.cdf(z / sigma, self.dof)
+        mu, _ = self.predict(features)
+        trust = np.asarray(self._residual_cdf(math.log(tau) - mu), dtype=np.float64)
         for feature, field in GATES.items():
             limit = getattr(self, field)
             if limit is None:
@@ -313,6 +348,7 @@ class Calibrator:
                 "weights": list(self.weights), "sigma": self.sigma, "eps": self.eps,
                 **({"tau": self.tau} if self.tau is not None else {}),
                 **({"dof": self.dof} if self.dof is not None else {}),
+                **({"residual_quantiles": list(self.residual_quantiles)} if self.residual_quantiles else {}),
                 **{f: getattr(self, f) for f in GATES.values() if getattr(self, f) is not None}}
 
     @classmethod
@@ -321,7 +357,8 @@ class Calibrator:
             raise ValueError(f"not a version-1 log_normal_calibrator: kind={data.get('kind')!r}, "
                              f"version={data.get('version')!r}")
         return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]),
-                   data.get("tau"), dof=data.get("dof"), **{f: data.get(f) for f in GATES.values()})
+                   data.get("tau"), dof=data.get("dof"), residual_quantiles=data.get("residual_quantiles"),
+                   **{f: data.get(f) for f in GATES.values()})
 
 
 def _design(features: dict[str, Any], names: tuple[str, ...], eps: float) -> np.ndarray:

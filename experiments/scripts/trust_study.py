@@ -7,7 +7,7 @@ Imagines every episode of both files from its first frame with its own actions, 
 records the true error (latent, object) beside the round-trip and inverse-dynamics signals
 (`wmsuite.eval_harness.trust_study`). Reports, on the test file: Spearman of each signal with each
 true error across episodes per depth and within episodes; a calibrator of the object error fitted
-on the fit file (normal or Student-t residuals, chosen by cross-validation on the fit file), its
+on the fit file (normal, Student-t or empirical residuals, chosen by cross-validation on the fit file), its
 68%/95% coverage and selective-evaluation figures on the test file; its start and novelty gates at a
 high quantile of 1,000 fresh resets of the real env (--gate-resets). Writes
 OUT/metrics.json, OUT/rows_{fit,test}.npz and OUT/calibration.json (the fitted calibrator; with
@@ -37,7 +37,7 @@ from wmsuite.eval_harness.trust_study import (
 from wmsuite.specs import NOVELTY
 from wmsuite.world_models import load_world_model
 from wmsuite.world_models.novelty import PatchNovelty
-from wmsuite.world_models.trust import check_backward_model, start_reading_error
+from wmsuite.world_models.trust import RESIDUALS, check_backward_model, start_reading_error
 
 
 @torch.no_grad()
@@ -135,16 +135,16 @@ def main() -> None:
           + (f" (from {args.gate_resets} fresh resets)" if args.gate_resets else " (from the fit episodes' starts)"))
     # the residual model of the calibrator eval reads: chosen by cross-validation on the fit file alone
     shipped = ("round_trip", "idm", "depth")
-    cv = {r: cross_validated_coverage(rows["fit"], "object", shipped, r) for r in ("normal", "t")}
+    cv = {r: cross_validated_coverage(rows["fit"], "object", shipped, r) for r in RESIDUALS}
     metrics["residuals_cv_gap"], metrics["residuals"] = cv, min(cv, key=cv.get)
     print(f"residual model: {metrics['residuals']} (coverage gap on held-out halves of the fit file: "
           + ", ".join(f"{r} {g:.3f}" for r, g in cv.items()) + ")")
     for truth in ("object", "latent"):
         for feats in (("round_trip", "idm", "depth", "start"), shipped, ("idm", "depth"), ("depth",)):
-            for residuals in ("normal", "t"):
+            for residuals in RESIDUALS:
                 cal, fig = calibration_figures(rows["fit"], rows["test"], truth=truth, features=feats,
                                                residuals=residuals)
-                metrics["calibration"][f"{truth}:{'+'.join(feats)}" + (":t" if residuals == "t" else "")] = fig
+                metrics["calibration"][f"{truth}:{'+'.join(feats)}" + (f":{residuals}" if residuals != "normal" else "")] = fig
                 if (truth, feats, residuals) == ("object", shipped, metrics["residuals"]):
                     write_calibrator(cal, gate_rows, args, bank, out)  # fixed in advance; eval reads it
     for key, fig in metrics["signals_test"].items():

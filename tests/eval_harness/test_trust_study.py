@@ -78,6 +78,15 @@ def test_cross_validation_prefers_the_residual_model_the_rows_were_drawn_from():
     assert cross_validated_coverage(normal, "object", feats, "normal") < 0.02
     assert cross_validated_coverage(heavy, "object", feats, "t") < 0.02 < \
         cross_validated_coverage(heavy, "object", feats, "normal")
+    # a sharp peak with a one-sided tail (some rollouts lose the object): neither shape, the fit's own
+    peaked = _rows(600, rng, 0.0)
+    m = len(peaked["object"])
+    peaked["object"] = peaked["object"] * np.exp(0.1 * rng.laplace(size=m)
+                                                 + np.where(rng.random(m) < 0.1, rng.exponential(1.0, m), 0.0))
+    gaps = {r: cross_validated_coverage(peaked, "object", feats, r) for r in ("normal", "t", "empirical")}
+    assert min(gaps, key=gaps.get) == "empirical" and gaps["empirical"] < 0.02
+    with pytest.raises(ValueError, match="folds"):
+        cross_validated_coverage(peaked, "object", feats, "normal", folds=1)
 
 
 def test_rows_carry_the_start_frames_novelty_with_a_bank():

@@ -266,6 +266,46 @@ def test_student_t_residuals_cover_heavy_tails_where_a_normal_fit_over_covers_th
         Calibrator.fit(feats, err, residuals="laplace")
 
 
+def test_empirical_residuals_keep_a_peaked_shape_that_normal_and_t_fits_miss():
+    rng = np.random.default_rng(4)
+
+    def draw(m):  # residuals peaked at 0 with long, one-sided tails (a few rollouts lose the object)
+        depth = rng.integers(1, 17, m).astype(float)
+        r = 0.1 * rng.laplace(size=m) + np.where(rng.random(m) < 0.1, rng.exponential(1.0, m), 0.0)
+        return {"depth": depth}, np.exp(-4.0 + 0.1 * depth + r)
+
+    feats, err = draw(6000)
+    held, held_err = draw(6000)
+    fits = {r: Calibrator.fit(feats, err, residuals=r) for r in ("normal", "t", "empirical")}
+    emp = fits["empirical"]
+    assert len(emp.residual_quantiles) == 101 and emp.dof is None
+    for level in (0.68, 0.95):
+        assert abs(emp.coverage(held, held_err, level) - level) < 0.02
+    # the parametric shapes miss by more at one level or the other
+    assert max(abs(fits[r].coverage(held, held_err, lv) - lv) for r in ("normal", "t") for lv in (0.68, 0.95)) > 0.04
+    # trust is the share of the fit's residuals at or below log(tau) - mu
+    mu, _ = emp.predict({"depth": [4.0]})
+    resid = np.log(err) - Calibrator.fit(feats, err).predict(feats)[0]
+    want = np.mean(resid <= math.log(0.03) - mu[0])
+    np.testing.assert_allclose(emp.trust({"depth": [4.0]}, tau=0.03), [want], atol=0.01)
+    assert Calibrator.from_json(json.loads(json.dumps(emp.to_json()))) == emp
+
+
+def test_empirical_residuals_by_hand():
+    # residual quantiles -1, 0, 2 at probabilities 0, 1/2, 1, read by linear interpolation
+    cal = Calibrator(("depth",), (0.0, 0.0), sigma=1.0, residual_quantiles=(-1.0, 0.0, 2.0))
+    low, high = cal.interval({"depth": [3.0]}, level=0.5)  # the 0.25 and 0.75 quantiles: -0.5, 1.0
+    np.testing.assert_allclose([low[0], high[0]], [math.exp(-0.5), math.exp(1.0)])
+    trust = cal.trust({"depth": [0.0] * 4}, tau=math.exp(1.0))  # P(r <= 1) = 0.5 + 0.5 * (1 / 2)
+    np.testing.assert_allclose(trust, [0.75] * 4)
+    np.testing.assert_allclose(cal.trust({"depth": [0.0, 0.0]}, tau=math.exp(-2.0)), [0.0, 0.0])  # below the range
+    np.testing.assert_allclose(cal.trust({"depth": [0.0]}, tau=math.exp(5.0)), [1.0])  # above it
+    with pytest.raises(ValueError, match="non-decreasing"):
+        Calibrator(("depth",), (0.0, 0.0), sigma=1.0, residual_quantiles=(1.0, 0.0))
+    with pytest.raises(ValueError, match="not both"):
+        Calibrator(("depth",), (0.0, 0.0), sigma=1.0, dof=3.0, residual_quantiles=(-1.0, 1.0))
+
+
 def test_fit_by_hand():
     # log error [0, 1, 1, 2] on depth [0, 1, 2, 3]: slope Sxy/Sxx = 3/5, intercept 1 - 0.6 * 1.5,
     # residuals (-0.1, 0.3, -0.3, 0.1), sigma = sqrt(0.2 / (4 rows - 2 weights))
