@@ -45,14 +45,28 @@ ACTION_SCALE = 0.04  # m of servo-target displacement per unit action
 MAX_EPISODE_STEPS = 80
 VARIANTS = {
     "": "the training scene",
+    # the test variants (OOD_SPLITS["test"]): the figures reported for trust
     "cube_color": "a yellow cube instead of the red one",
     "cube_size": "a 7 cm cube instead of a 5 cm one (heavier in proportion)",
     "table_color": "a brown table instead of the grey one",
     "distractor": "a purple visual-only disk of radius 4 cm at (-0.2, 0.2) on the table",
     "camera_shift": "the top camera moved 5 cm along x and 3 cm along y",
+    # the validation variants (OOD_SPLITS["validation"]): one of each kind, to tune trust's settings on
+    "cube_orange": "an orange cube instead of the red one",
+    "cube_small": "a 4 cm cube instead of a 5 cm one (lighter in proportion)",
+    "table_dark": "a dark grey table instead of the light grey one",
+    "distractor_box": "a white visual-only 3 cm box at (0.2, -0.2) on the table",
+    "camera_raise": "the top camera 8 cm higher",
+    "light_dim": "the lights at half their strength",
 }
 """PushCube's scene variants, by `variant=` value."""
-BIG_CUBE_HALF = 0.035  # m, the cube_size variant's half side
+OOD_SPLITS = {
+    "validation": ("cube_orange", "cube_small", "table_dark", "distractor_box", "camera_raise", "light_dim"),
+    "test": ("cube_color", "cube_size", "table_color", "distractor", "camera_shift"),
+}
+"""Variants to tune out-of-distribution settings on, and the ones reported: never tune on "test"."""
+CUBE_HALVES = {"cube_size": 0.035, "cube_small": 0.02}
+"""m, the cube's half side in the variants that change it (CUBE_HALF elsewhere); mass scales with volume."""
 
 
 def is_success_from_env_state(env_state: np.ndarray) -> np.ndarray:
@@ -125,7 +139,7 @@ class PushCubeEnv(PusherEnv):
         if variant not in VARIANTS:
             raise ValueError(f"PushCubeEnv: variant must be one of {sorted(VARIANTS)}, got {variant!r}")
         self.variant = variant
-        self._cube_half = BIG_CUBE_HALF if variant == "cube_size" else CUBE_HALF
+        self._cube_half = CUBE_HALVES.get(variant, CUBE_HALF)
         super().__init__(**kwargs)
         self._init_pusher()
         self._cube = self._joint_qpos("cube")  # 3 position + 4 quaternion (w, x, y, z)
@@ -136,19 +150,27 @@ class PushCubeEnv(PusherEnv):
             return super()._load_model()  # the training scene exactly as the XML compiles
         spec = mujoco.MjSpec.from_file(str(scene_path(self.SCENE)))
         geom = {g.name: g for g in spec.geoms}
-        if self.variant == "cube_color":
-            geom["cube"].rgba = [0.95, 0.8, 0.1, 1.0]
-        elif self.variant == "cube_size":
-            geom["cube"].size = [BIG_CUBE_HALF] * 3
-            geom["cube"].mass = 0.1 * (BIG_CUBE_HALF / CUBE_HALF) ** 3
-        elif self.variant == "table_color":
-            geom["table"].rgba = [0.55, 0.4, 0.25, 1.0]
+        if self.variant in ("cube_color", "cube_orange"):
+            geom["cube"].rgba = [0.95, 0.8, 0.1, 1.0] if self.variant == "cube_color" else [0.95, 0.5, 0.1, 1.0]
+        elif self.variant in CUBE_HALVES:
+            geom["cube"].size = [self._cube_half] * 3
+            geom["cube"].mass = 0.1 * (self._cube_half / CUBE_HALF) ** 3
+        elif self.variant in ("table_color", "table_dark"):
+            geom["table"].rgba = [0.55, 0.4, 0.25, 1.0] if self.variant == "table_color" else [0.4, 0.4, 0.4, 1.0]
         elif self.variant == "distractor":
             spec.worldbody.add_geom(name="distractor", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.04, 0.001, 0],
                                     pos=[-0.2, 0.2, 0.001], rgba=[0.6, 0.2, 0.8, 1.0], contype=0, conaffinity=0)
-        elif self.variant == "camera_shift":
+        elif self.variant == "distractor_box":
+            spec.worldbody.add_geom(name="distractor", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.015] * 3,
+                                    pos=[0.2, -0.2, 0.015], rgba=[0.95, 0.95, 0.95, 1.0], contype=0, conaffinity=0)
+        elif self.variant in ("camera_shift", "camera_raise"):
             cam = next(c for c in spec.cameras if c.name == "top")
-            cam.pos = [cam.pos[0] + 0.05, cam.pos[1] + 0.03, cam.pos[2]]
+            dx, dy, dz = (0.05, 0.03, 0.0) if self.variant == "camera_shift" else (0.0, 0.0, 0.08)
+            cam.pos = [cam.pos[0] + dx, cam.pos[1] + dy, cam.pos[2] + dz]
+        elif self.variant == "light_dim":
+            spec.visual.headlight.ambient = [0.225] * 3
+            spec.visual.headlight.diffuse = [0.25] * 3
+            next(lt for lt in spec.lights if lt.name == "sun").diffuse = [0.175] * 3
         return spec.compile()
 
     def _randomize(self, rng: np.random.Generator) -> None:

@@ -41,7 +41,7 @@ from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import Calibrator, round_trip_error, start_reading_error
+from wmsuite.world_models.trust import GATES, RAMPS, Calibrator, round_trip_error, start_reading_error
 
 SIGNALS = ("round_trip", "round_trip_object", "idm", "start", "novelty")
 TRUTHS = ("latent", "object")
@@ -218,6 +218,46 @@ def cross_validated_coverage(rows: dict[str, np.ndarray], truth: str, features: 
             low, high = cal.interval(_features(held, features), level)
             hits.append((low <= err) & (err <= high))
     return float(np.mean([abs(np.concatenate(hits).mean() - level) for level, hits in inside.items()]))
+
+
+@torch.no_grad()
+def reset_scores(model: LatentWorldModel, bank: PatchNovelty | None, env_id: str, probe: TaskProbe, n: int,
+                 seed: int) -> dict[str, np.ndarray]:
+    """The gates' two scores on `n` fresh resets of the real env (seeds seed .. seed+n-1): the start
+    reading error through the simulator's heads (`start`, (n,)) and, with a bank, the start frame's
+    novelty (`novelty`, (n,)). Resets are free, so a gate's high quantile is estimated from many
+    starts, not from a data file's few."""
+    from wmsuite.envs import make_env
+
+    env = make_env(env_id, image_size=model.codec_cfg.image_size)
+    frames, states = [], []
+    for i in range(n):
+        obs, _ = env.reset(seed=seed + i)
+        frames.append(stack_cameras(obs["pixels"], model.cfg.camera))
+        states.append(obs["environment_state"])
+    env.close()
+    frames, states = np.stack(frames), np.stack(states)  # (n, h, w, 3), (n, E)
+    errors = [start_reading_error(model, model.codec.encode(torch.as_tensor(frames[i : i + 64]).permute(0, 3, 1, 2)),
+                                  states[i : i + 64], probe.object_xy) for i in range(0, n, 64)]
+    out = {"start": torch.cat(errors).numpy()}
+    if bank is not None:
+        out["novelty"] = bank.score(frames)
+    return out
+
+
+def gate_settings(scores: dict[str, np.ndarray], quantile: float, ramp_quantile: float | None = None
+                  ) -> dict[str, float]:
+    """A calibrator's gate fields from in-distribution scores {feature: (n,)} (`reset_scores`): each
+    gate's limit at `quantile` of its feature and, with `ramp_quantile` (below `quantile`), its ramp's
+    start at that quantile. Pass the result to `dataclasses.replace(calibrator, **settings)`."""
+    if not 0 < quantile <= 1 or (ramp_quantile is not None and not 0 <= ramp_quantile < quantile):
+        raise ValueError(f"need 0 < quantile <= 1 and 0 <= ramp_quantile < quantile, got {quantile}, {ramp_quantile}")
+    out = {}
+    for feature, values in scores.items():
+        out[GATES[feature]] = float(np.quantile(values, quantile))
+        if ramp_quantile is not None:
+            out[RAMPS[feature]] = float(np.quantile(values, ramp_quantile))
+    return out
 
 
 def auroc(inside: Sequence[float], outside: Sequence[float]) -> float:

@@ -27,11 +27,11 @@ log(idm + eps), depth, log(start + eps), log(novelty + eps)], fitted by least sq
 far the heads' reading of the real start frame is from the real start state,
 `WorldModelEnv(start_reading=...)`; `novelty`: world_models/novelty.py), or with Student-t residuals
 for heavy tails, or with the fit's own residuals (their quantiles, as split-conformal prediction
-uses them) where neither shape fits. It gives an interval on the true error of a new rollout from its trust features
-alone, and its coverage on held-out rollouts says whether to believe the interval. With a tolerated
+uses them) where neither shape fits. It gives an interval on the true error of a new rollout from
+its trust features alone, and its coverage on held-out rollouts says whether to believe the interval. With a tolerated
 error tau it also gives one trust score per rollout in [0, 1]: the predicted probability that the
 true error is at most tau (higher: more trusted), set to 0 by its gates (start reading, novelty)
-for starts unlike those it was fitted on. Plain JSON in and out.
+for starts unlike those it was fitted on, or lowered as they near a gate with a ramp. Plain JSON in and out.
 
 Shapes: B batch, K context, H chunk, N imagined steps, A action size, C latent channels, s latent
 side, E environment-state size, M calibration rows.
@@ -172,6 +172,8 @@ RESIDUALS = ("normal", "t", "empirical")
 """The residual models `Calibrator.fit` knows."""
 GATES = {"start": "start_limit", "novelty": "novelty_limit"}
 """Features that may also gate a `Calibrator`'s trust (trust 0 above the limit), by its field."""
+RAMPS = {"start": "start_ramp", "novelty": "novelty_ramp"}
+"""Where each gate may begin to close (trust scaled down linearly to 0 at the limit), by its field."""
 
 
 @dataclass
@@ -216,6 +218,14 @@ class Calibrator:
     0. It catches what the heads still read correctly (a bigger object, a distractor beside it). Set
     like `start_limit`; None: no gate."""
 
+    start_ramp: float | None = None
+    """Where the start gate begins to close (None: a hard gate): between it and `start_limit` the
+    trust is scaled by (start_limit - start) / (start_limit - start_ramp). A hard limit passes an
+    unseen scene just under it at full trust; a ramp lowers the trust of every start in the top of
+    the in-distribution range, so such scenes rank below most in-distribution ones."""
+    novelty_ramp: float | None = None
+    """The same for the novelty gate (`novelty_limit`)."""
+
     def __post_init__(self) -> None:
         self.features, self.weights = tuple(self.features), tuple(float(w) for w in self.weights)
         if not self.features or list(self.features) != [f for f in FEATURES if f in self.features]:
@@ -235,10 +245,14 @@ class Calibrator:
             if self.dof is not None:
                 raise ValueError("a calibrator has Student-t (dof) or empirical (residual_quantiles) residuals, not both")
             self.residual_quantiles = tuple(float(v) for v in q)
-        for name in ("tau", "dof", *GATES.values()):
+        for name in ("tau", "dof", *GATES.values(), *RAMPS.values()):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be finite and > 0 (or None), got {v}")
+        for feature, ramp in RAMPS.items():
+            limit = getattr(self, GATES[feature])
+            if getattr(self, ramp) is not None and (limit is None or getattr(self, ramp) >= limit):
+                raise ValueError(f"{ramp} ({getattr(self, ramp)}) needs {GATES[feature]} set above it ({limit})")
 
     @classmethod
     def fit(cls, features: dict[str, Any], true_error: Any, eps: float = 1e-6, tau: float | None = None,
@@ -326,7 +340,8 @@ class Calibrator:
 
     def trust(self, features: dict[str, Any], tau: float | None = None) -> np.ndarray:
         """(M,) trust scores in [0, 1]: P(true error <= tau) under the model, tau = `self.tau` unless
-        given. 1 for a rollout sure to be within tolerance, 0 for one sure to be outside it."""
+        given. 1 for a rollout sure to be within tolerance, 0 for one sure to be outside it. Then the
+        gates: 0 above a limit, scaled down linearly from a ramp's start to the limit where one is set."""
         tau = self.tau if tau is None else float(tau)
         if tau is None or not (math.isfinite(tau) and tau > 0):
             raise ValueError(f"trust needs a tolerated error tau > 0; this calibrator has none set ({self.tau})"
@@ -334,12 +349,14 @@ class Calibrator:
         mu, _ = self.predict(features)
         trust = np.asarray(self._residual_cdf(math.log(tau) - mu), dtype=np.float64)
         for feature, field in GATES.items():
-            limit = getattr(self, field)
+            limit, ramp = getattr(self, field), getattr(self, RAMPS[feature])
             if limit is None:
                 continue
             if feature not in features:
                 raise ValueError(f"this calibrator gates on feature {feature!r} ({field} {limit}); pass it")
-            trust[np.asarray(features[feature], np.float64) > limit] = 0.0
+            x = np.asarray(features[feature], np.float64)
+            shut = (x > limit).astype(float) if ramp is None else np.clip((x - ramp) / (limit - ramp), 0.0, 1.0)
+            trust = trust * (1.0 - np.nan_to_num(shut))  # a missing reading (nan) leaves the gate open, as before
         return trust
 
     def to_json(self) -> dict[str, Any]:
@@ -349,7 +366,7 @@ class Calibrator:
                 **({"tau": self.tau} if self.tau is not None else {}),
                 **({"dof": self.dof} if self.dof is not None else {}),
                 **({"residual_quantiles": list(self.residual_quantiles)} if self.residual_quantiles else {}),
-                **{f: getattr(self, f) for f in GATES.values() if getattr(self, f) is not None}}
+                **{f: getattr(self, f) for f in (*GATES.values(), *RAMPS.values()) if getattr(self, f) is not None}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Calibrator:
@@ -358,7 +375,7 @@ class Calibrator:
                              f"version={data.get('version')!r}")
         return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]),
                    data.get("tau"), dof=data.get("dof"), residual_quantiles=data.get("residual_quantiles"),
-                   **{f: data.get(f) for f in GATES.values()})
+                   **{f: data.get(f) for f in (*GATES.values(), *RAMPS.values())})
 
 
 def _design(features: dict[str, Any], names: tuple[str, ...], eps: float) -> np.ndarray:

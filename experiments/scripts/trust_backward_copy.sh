@@ -8,9 +8,11 @@
 #   novelty  the scene-novelty bank of the simulator's training frames ($NOVELTY; world_models/novelty.py)
 #   study    open loop on recorded episodes: signals against the truth and the calibrator, fitted
 #            on data/pushcube_val.hdf5, measured on data/pushcube_heldout.hdf5, with start and
-#            novelty gates; the calibrator and the bank are copied beside the copy, where `wmsuite
-#            eval` finds them
-#   ood      the scene variants' AUROC
+#            novelty gates, both closing gradually from the RAMP quantile (default 0.9, chosen on the
+#            validation variants: ood_study.py --split validation; '' for hard gates); the calibrator
+#            and the bank are copied beside the copy, where `wmsuite eval` finds them
+#   ood      the scene variants' AUROC (the test split; the validation one with OOD_SPLIT=validation,
+#            where RAMPS="0.5 0.75 0.9 0.95" and RAMP='' score candidate ramps on hard-gated trust)
 #   eval     closed loop with --round-trip (trust per policy, abstention, policy-level Spearman): the
 #            families zoo's $SPLITS (default: test; nothing here is tuned), then the default zoo
 #   bench    `bench wm` with the round trip's cost
@@ -23,6 +25,7 @@ WM=${WM:-assets/wm/pushcube}
 BACK=${BACK:-runs/wm-back-export}
 OUT=${OUT:-runs/trust-back}
 STAGE=${STAGE:-all}
+RAMP=${RAMP-0.9}
 NOVELTY=${NOVELTY:-runs/novelty.safetensors}
 mkdir -p "$OUT"
 if [[ $STAGE == train || $STAGE == all ]]; then
@@ -35,12 +38,13 @@ fi
 if [[ $STAGE == study || $STAGE == all ]]; then
   OMP_NUM_THREADS=2 python experiments/scripts/trust_study.py --wm "$WM" --round-trip-wm "$BACK" \
       --fit-data data/pushcube_val.hdf5 --test-data data/pushcube_heldout.hdf5 --novelty "$NOVELTY" \
-      --out "$OUT/study"
+      ${RAMP:+--ramp-quantile "$RAMP"} --out "$OUT/study"
   cp "$OUT/study/calibration.json" "$OUT/study/novelty.safetensors" "$BACK/"
 fi
 if [[ $STAGE == ood || $STAGE == all ]]; then
   OMP_NUM_THREADS=2 python experiments/scripts/ood_study.py --wm "$WM" --round-trip-wm "$BACK" \
-      --calibration "$BACK/calibration.json" --out "$OUT/ood"
+      --calibration "$BACK/calibration.json" --split "${OOD_SPLIT:-test}" ${RAMPS:+--ramp-quantiles $RAMPS} \
+      --out "$OUT/ood-${OOD_SPLIT:-test}"
 fi
 if [[ $STAGE == eval || $STAGE == all ]]; then
   RT=(--wm "$WM" --round-trip --round-trip-wm "$BACK" --videos 0)

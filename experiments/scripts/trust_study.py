@@ -31,46 +31,22 @@ from wmsuite.envs import get_probe
 from wmsuite.eval_harness.trust_study import (
     calibration_figures,
     cross_validated_coverage,
+    gate_settings,
+    reset_scores,
     signal_figures,
     trust_rows,
 )
 from wmsuite.specs import NOVELTY
 from wmsuite.world_models import load_world_model
 from wmsuite.world_models.novelty import PatchNovelty
-from wmsuite.world_models.trust import RESIDUALS, check_backward_model, start_reading_error
-
-
-@torch.no_grad()
-def gate_samples(model, bank, env_id: str, probe, n: int, seed: int) -> dict[str, np.ndarray]:
-    """The gates' two scores on `n` fresh resets of the real env (seeds seed .. seed+n-1): the start
-    reading error through the simulator's heads and, with a bank, the start frame's novelty. Resets
-    are free, so a high quantile is estimated from many starts, not from the fit file's few."""
-    from wmsuite.envs import make_env
-    from wmsuite.world_models.codec import stack_cameras
-
-    env = make_env(env_id, image_size=model.codec_cfg.image_size)
-    frames, states = [], []
-    for i in range(n):
-        obs, _ = env.reset(seed=seed + i)
-        frames.append(stack_cameras(obs["pixels"], model.cfg.camera))
-        states.append(obs["environment_state"])
-    env.close()
-    frames, states = np.stack(frames), np.stack(states)
-    errors = [start_reading_error(model, model.codec.encode(torch.as_tensor(frames[i : i + 64]).permute(0, 3, 1, 2)),
-                                  states[i : i + 64], probe.object_xy) for i in range(0, n, 64)]
-    out = {"start": torch.cat(errors).numpy()}
-    if bank is not None:
-        out["novelty"] = bank.score(frames)
-    return out
+from wmsuite.world_models.trust import RESIDUALS, check_backward_model
 
 
 def write_calibrator(cal, gate_rows: dict, args: argparse.Namespace, bank, out: Path) -> None:
-    """OUT/calibration.json: `cal` with tau and its gates at --gate-quantile of `gate_rows`' start
-    errors (and novelty, with a bank, copied beside it): one row per start."""
-    q = args.gate_quantile
-    cal = dataclasses.replace(cal, tau=args.tau, start_limit=float(np.quantile(gate_rows["start"], q)))
+    """OUT/calibration.json: `cal` with tau and its gates (and ramps, with --ramp-quantile) at
+    --gate-quantile of `gate_rows`' start errors and novelty (the bank copied beside it)."""
+    cal = dataclasses.replace(cal, tau=args.tau, **gate_settings(gate_rows, args.gate_quantile, args.ramp_quantile))
     if bank is not None:
-        cal = dataclasses.replace(cal, novelty_limit=float(np.quantile(gate_rows["novelty"], q)))
         shutil.copyfile(args.novelty, out / NOVELTY)
     (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))
 
@@ -87,11 +63,16 @@ def main() -> None:
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 6, 8, 12, 16])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gate-quantile", type=float, default=0.99,
-                    help="the gates: this quantile of the fit episodes' start errors and novelty (fixed, not tuned)")
+                    help="the gates: this quantile of the in-distribution start errors and novelty (fresh resets, or "
+                         "the fit episodes with --gate-resets 0; fixed, not tuned)")
     ap.add_argument("--samples", type=int, default=1, help="backward passes per round trip (their mean f_0 is compared)")
     ap.add_argument("--tau", type=float, default=0.025,
                     help="the tolerated object error (m) that trust scores refer to: half PushCube's goal radius, "
                          "set from the task's geometry, not from any figure")
+    ap.add_argument("--ramp-quantile", type=float, default=None,
+                    help="let both gates close gradually from this quantile of the in-distribution scores up to "
+                         "--gate-quantile (Calibrator.start_ramp / novelty_ramp; default: hard gates). Choose it on "
+                         "the validation scene variants (ood_study.py --split validation --ramp-quantiles ...)")
     ap.add_argument("--novelty", default="",
                     help="a scene-novelty bank of the simulator's training frames (world_models/novelty.py): adds the "
                          "novelty signal and a gate on it at --gate-quantile of the fit episodes' novelty, and is "
@@ -125,19 +106,21 @@ def main() -> None:
                "signals_test": signal_figures(rows["test"]), "signals_fit": signal_figures(rows["fit"]),
                "calibration": {}}
     if args.gate_resets:
-        gate_rows = gate_samples(model, bank, args.env, probe, args.gate_resets, args.gate_seed)
+        gate_rows = reset_scores(model, bank, args.env, probe, args.gate_resets, args.gate_seed)
     else:
         first = rows["fit"]["depth"] == rows["fit"]["depth"].min()  # one row per fit episode
         gate_rows = {k: rows["fit"][k][first] for k in ("start", "novelty") if k in rows["fit"]}
     metrics["gates"] = {"resets": args.gate_resets, "seed": args.gate_seed, "quantile": args.gate_quantile,
-                        **{f"{k}_limit": float(np.quantile(v, args.gate_quantile)) for k, v in gate_rows.items()}}
-    print("gates: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics["gates"].items() if k.endswith("_limit"))
+                        "ramp_quantile": args.ramp_quantile,
+                        **gate_settings(gate_rows, args.gate_quantile, args.ramp_quantile)}
+    print("gates: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics["gates"].items()
+                                if k.endswith(("_limit", "_ramp")))
           + (f" (from {args.gate_resets} fresh resets)" if args.gate_resets else " (from the fit episodes' starts)"))
     # the residual model of the calibrator eval reads: chosen by cross-validation on the fit file alone
     shipped = ("round_trip", "idm", "depth")
     cv = {r: cross_validated_coverage(rows["fit"], "object", shipped, r) for r in RESIDUALS}
     metrics["residuals_cv_gap"], metrics["residuals"] = cv, min(cv, key=cv.get)
-    print(f"residual model: {metrics['residuals']} (coverage gap on held-out halves of the fit file: "
+    print(f"residual model: {metrics['residuals']} (coverage gap, 10-fold cross-validation on the fit file: "
           + ", ".join(f"{r} {g:.3f}" for r, g in cv.items()) + ")")
     for truth in ("object", "latent"):
         for feats in (("round_trip", "idm", "depth", "start"), shipped, ("idm", "depth"), ("depth",)):

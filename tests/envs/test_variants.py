@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from wmsuite.envs import make_env
-from wmsuite.envs.push_cube import VARIANTS
+from wmsuite.envs.push_cube import CUBE_HALVES, OOD_SPLITS, VARIANTS
 
 ENV = "wmsuite/PushCube-v0"
 ACTIONS = np.array([[0.6, 0.3]] * 6 + [[-0.4, 0.8]] * 6, np.float32)
@@ -34,7 +34,7 @@ def test_a_variant_changes_the_picture_and_keeps_what_it_does_not_name(variant):
     changed = np.any(frames[0] != base_frames[0], axis=-1).mean()  # share of pixels that differ at reset
     assert changed > 0.002, f"{variant} looks like the training scene"
     assert np.array_equal(states[0], base_states[0])  # the same layout from the same seed
-    if variant != "cube_size":  # only the bigger cube changes the physics
+    if variant not in CUBE_HALVES:  # only a resized cube changes the physics
         np.testing.assert_array_equal(states, base_states)
 
 
@@ -45,3 +45,8 @@ def test_the_default_scene_is_the_training_scene_and_unknown_variants_are_named(
     assert np.array_equal(obs["pixels"]["top"], a[0])
     with pytest.raises(ValueError, match="variant must be one of"):
         make_env(ENV, variant="purple_sky")
+
+
+def test_the_validation_and_test_variants_are_apart_and_cover_every_variant():
+    val, test = set(OOD_SPLITS["validation"]), set(OOD_SPLITS["test"])
+    assert not val & test and val | test == {v for v in VARIANTS if v}

@@ -458,6 +458,20 @@ def test_the_start_gate_zeroes_the_trust_of_scenes_read_wrong_at_their_start():
     assert "novelty_limit" not in cal.to_json()  # a file without the gate reads as before
 
 
+def test_a_ramp_closes_a_gate_linearly_from_its_start_to_the_limit():
+    cal = Calibrator(("depth",), (math.log(0.1), 0.0), sigma=0.5, tau=0.1, novelty_limit=0.3, novelty_ramp=0.2)
+    trust = cal.trust({"depth": [1.0] * 6, "novelty": [0.1, 0.2, 0.25, 0.3, 0.4, math.nan]})
+    # 0.5 from the fit, scaled by (0.3 - x) / (0.3 - 0.2) between ramp and limit; a missing reading stays open
+    np.testing.assert_allclose(trust, [0.5, 0.5, 0.25, 0.0, 0.0, 0.5])
+    assert Calibrator.from_json(json.loads(json.dumps(cal.to_json()))) == cal
+    hard = Calibrator(("depth",), (math.log(0.1), 0.0), sigma=0.5, tau=0.1, novelty_limit=0.3)
+    np.testing.assert_allclose(hard.trust({"depth": [1.0] * 2, "novelty": [0.25, math.nan]}), [0.5, 0.5])
+    with pytest.raises(ValueError, match="novelty_ramp"):
+        Calibrator(("depth",), (0.0, 0.0), sigma=0.5, novelty_limit=0.3, novelty_ramp=0.3)
+    with pytest.raises(ValueError, match="start_ramp"):
+        Calibrator(("depth",), (0.0, 0.0), sigma=0.5, start_ramp=0.01)  # a ramp without its limit
+
+
 def test_trust_by_hand_and_without_a_tolerance():
     cal = Calibrator(("depth",), (math.log(0.1), 0.0), sigma=0.5)
     # log(0.1) is the predicted median: a tolerance at the median gives 1/2, one sigma above it Phi(1)
