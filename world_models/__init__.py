@@ -17,7 +17,8 @@ from wmsuite.checkpoint import load_checkpoint
 from wmsuite.config import from_dict
 from wmsuite.specs import checkpoint_dir
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
-from wmsuite.world_models.env import ObjectTracking, WorldModelEnv, make_world_model_env
+from wmsuite.world_models.env import ObjectTracking, WorldModelEnv
+from wmsuite.world_models.make import make_world_model_env
 from wmsuite.world_models.model import BACKWARD, FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState
 

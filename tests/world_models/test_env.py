@@ -16,7 +16,8 @@ from wmsuite.rollout import rollout as run_policy
 from wmsuite.types import Episode
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
 from wmsuite.world_models.contexts import EpisodeContext, GymResetContext
-from wmsuite.world_models.env import WorldModelEnv, make_world_model_env
+from wmsuite.world_models.env import WorldModelEnv
+from wmsuite.world_models.make import make_world_model_env
 from wmsuite.world_models.model import LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
