@@ -275,12 +275,26 @@ class DistillConfig:
     """Euler sampling steps of the student (1 or 2: what makes it fast); they become its default."""
     teacher_steps: int = 0
     """Sampling steps of the teacher's targets (0: the teacher's own default)."""
+    student: str = ""
+    """Start the student from this checkpoint (an earlier student of the same teacher, to go on with
+    other settings) instead of a copy of the teacher; '' for the copy."""
+    own_contexts: float = 0.0
+    """Share of windows whose context the student imagines itself, rolled `own_chunks` chunks (no
+    gradient) from the real frames before the window with the recorded actions: the teacher is then
+    asked what follows the contexts the student's own closed loop reaches, which real contexts never
+    show it (its drift compounds over a long rollout; DAgger's argument). 0: real contexts only."""
+    own_chunks: int = 2
+    """Chunks the student imagines to make its own contexts (the context must be imagined through:
+    own_chunks * chunk >= context)."""
 
     def __post_init__(self) -> None:
         if not self.teacher:
             raise ValueError("distill.teacher must name a world-model checkpoint")
         if self.steps < 1 or self.teacher_steps < 0:
             raise ValueError(f"distill.steps must be >= 1 and teacher_steps >= 0, got {self.steps}, {self.teacher_steps}")
+        if not 0 <= self.own_contexts <= 1 or self.own_chunks < 1:
+            raise ValueError(f"distill.own_contexts must be in [0, 1] and own_chunks >= 1, got {self.own_contexts}, "
+                             f"{self.own_chunks}")
 
 
 def camera_names(camera: str) -> tuple[str, ...]:

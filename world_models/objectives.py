@@ -43,14 +43,30 @@ from wmsuite.world_models.rollout import WorldModelState, rollout
 
 
 def distillation_loss(student: LatentWorldModel, teacher: LatentWorldModel, batch: dict[str, torch.Tensor],
-                      steps: int, teacher_steps: int | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+                      steps: int, teacher_steps: int | None = None, own: float = 0.0
+                      ) -> tuple[torch.Tensor, dict[str, float]]:
     """Student vs teacher samples on a batch of latent windows (`LatentWindows.batch`: context
     (B, K, C, s, s), actions (B, H, A), future_is_pad (B, H+K-1)); padded frames carry no loss.
-    A `p_single_frame` share of contexts is the newest frame repeated, as a rollout starts."""
+    A `p_single_frame` share of contexts is the newest frame repeated, as a rollout starts. With
+    `own` > 0 and the batch's history (`LatentWindows.batch(idx, history_chunks=R)`), that share of
+    rows whose history lies inside the episode gets the context the student imagines itself from the
+    history with its actions (no gradient), in place of the real one."""
     context, actions = batch["context"], batch["actions"]
     b, h = context.shape[0], student.cfg.chunk
     single = (torch.rand(b, device=context.device) < student.cfg.p_single_frame).view(b, 1, 1, 1, 1)
     context = torch.where(single, context[:, -1:].expand_as(context), context)
+    imagined = torch.zeros(b, dtype=torch.bool, device=context.device)
+    if own > 0:
+        if "history" not in batch:
+            raise ValueError("own contexts need the batch's history (LatentWindows.batch with history_chunks > 0)")
+        imagined = batch["history_valid"] & (torch.rand(b, device=context.device) < own)
+        rows = imagined.nonzero().squeeze(1)
+        if len(rows):
+            words = batch["instruction"][rows] if "instruction" in batch else None
+            with torch.no_grad():
+                _, state = rollout(student, WorldModelState(batch["history"][rows], words), batch["history_actions"][rows],
+                                   FORWARD, steps)
+            context = context.index_copy(0, rows, state.context)  # (B, K, C, s, s)
     noise = torch.randn((b, h, *context.shape[2:]), device=context.device)  # (B, H, C, s, s)
     with torch.no_grad():
         target = teacher.sample(context, actions, noise, FORWARD, teacher_steps or None,
@@ -61,7 +77,8 @@ def distillation_loss(student: LatentWorldModel, teacher: LatentWorldModel, batc
     valid = (~batch["future_is_pad"][:, :h]).float()
     loss = (per_frame * valid).sum() / valid.sum().clamp_min(1)
     plain = (((pred - target) ** 2).mean(dim=(2, 3, 4)) * valid).sum() / valid.sum().clamp_min(1)
-    return loss, {"loss": float(loss.detach()), "distill/mse": float(plain.detach())}
+    return loss, {"loss": float(loss.detach()), "distill/mse": float(plain.detach()),
+                  "distill/own_share": float(imagined.float().mean())}
 
 
 def cycle_chunks(cfg: WorldModelConfig, step: int) -> int:

@@ -138,17 +138,18 @@ def warm_start(model: LatentWorldModel, source: LatentWorldModel, name: str = "t
 
 
 def dynamics_batches(data: LatentWindows, cfg: WorldModelConfig, batch_size: int, moving_fraction: float,
-                     seed: int, revisit_fraction: float = 0.0) -> BatchSource:
+                     seed: int, revisit_fraction: float = 0.0, history_chunks: int = 0) -> BatchSource:
     """Batches of latent windows; for objective 'chained' each also carries the real context 1 to
     cfg.self_forcing_chunks chunks before its windows, for 'cycle' the real start of a cycle as many
-    chunks before them as the curriculum imagines at that step (objectives.cycle_chunks)."""
+    chunks before them as the curriculum imagines at that step (objectives.cycle_chunks), for other
+    objectives `history_chunks` chunks before them (0: none)."""
 
     def source(start: int):
         gen = torch.Generator().manual_seed(seed + start)
         step = start
         while True:
             idx = sample_windows(data, batch_size, moving_fraction, gen, revisit_fraction)
-            chunks = 0
+            chunks = history_chunks
             if cfg.objective == "chained":
                 chunks = int(torch.randint(cfg.self_forcing_chunks, (1,), generator=gen)) + 1
             elif cfg.objective == "cycle":
@@ -305,9 +306,13 @@ def train_distill(trainer: Trainer, student: LatentWorldModel, teacher: LatentWo
     latents = encode_episodes(student.codec, episode_frames(episodes, student.cfg.camera))
     data = LatentWindows(episodes, latents, student.cfg.context, student.cfg.chunk, student.cfg.instruction_buckets)
     forward_only = replace(student.cfg, objective="noise", self_forcing=0.0)
-    batches = dynamics_batches(data, forward_only, tcfg.batch_size, moving_fraction, trainer.seed)
+    if cfg.own_contexts and cfg.own_chunks * student.cfg.chunk < student.cfg.context:
+        raise ValueError(f"distill.own_chunks {cfg.own_chunks} x chunk {student.cfg.chunk} must reach the context "
+                         f"({student.cfg.context} frames) for the student to imagine all of it")
+    batches = dynamics_batches(data, forward_only, tcfg.batch_size, moving_fraction, trainer.seed,
+                               history_chunks=cfg.own_chunks if cfg.own_contexts else 0)
     steps, teacher_steps = cfg.steps, cfg.teacher_steps or None
-    objective = Objective(student, lambda m, b: distillation_loss(m, teacher, b, steps, teacher_steps))
+    objective = Objective(student, lambda m, b: distillation_loss(m, teacher, b, steps, teacher_steps, cfg.own_contexts))
     info = {**(extra or {}), **({"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {})}
     try:
         return trainer.fit("distill", objective, tcfg, batches, resume=resume,

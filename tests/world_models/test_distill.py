@@ -113,3 +113,40 @@ def test_distill_stage_writes_a_one_step_student_and_refuses_a_missing_teacher(e
     assert main(["train-wm", "--data", str(data), "--out", str(tmp_path / "other"), "--stage", "distill",
                  "--distill.teacher", str(tmp_path / "nowhere")]) == 2
     assert "--distill.teacher" in capsys.readouterr().err
+
+
+def test_own_contexts_are_the_students_rollout_from_the_real_history(episodes):
+    """With own=1 every row whose history lies inside its episode is distilled from the context the
+    student imagines from that history with its actions; the others keep their real context."""
+    from wmsuite.world_models.rollout import WorldModelState, rollout
+
+    teacher = tiny_model(episodes, prediction="sample", sampling_steps=3, p_single_frame=0.0, seed=1)
+    student = copy.deepcopy(teacher)
+    lat = encode_episodes(teacher.codec, episode_frames(episodes, "top"))
+    batch = LatentWindows(episodes, lat, teacher.cfg.context, teacher.cfg.chunk).batch(range(0, 24, 3), history_chunks=2)
+    valid = batch["history_valid"]
+    assert valid.any() and not valid.all()  # both kinds of rows
+    seen = {}
+    sample = teacher.sample
+
+    def spy(context, *args, **kwargs):
+        seen["context"] = context.clone()
+        return sample(context, *args, **kwargs)
+
+    teacher.sample = spy
+    torch.manual_seed(5)
+    loss, logs = distillation_loss(student, teacher, batch, steps=1, own=1.0)
+    assert torch.isfinite(loss) and logs["distill/own_share"] == pytest.approx(float(valid.float().mean()))
+    torch.manual_seed(5)  # the same draws by hand: single-frame rows, own rows, then the rollout's noise
+    b = len(valid)
+    torch.rand(b), torch.rand(b)
+    rows = valid.nonzero().squeeze(1)
+    with torch.no_grad():
+        _, state = rollout(student, WorldModelState(batch["history"][rows]), batch["history_actions"][rows], FORWARD, 1)
+    torch.testing.assert_close(seen["context"][rows], state.context)
+    torch.testing.assert_close(seen["context"][~valid], batch["context"][~valid])
+    assert not torch.allclose(seen["context"][rows], batch["context"][rows])  # imagined, not the real frames
+    with pytest.raises(ValueError, match="history"):
+        distillation_loss(student, teacher, _batch(teacher, episodes), steps=1, own=0.5)
+    with pytest.raises(ValueError, match="own_contexts"):
+        DistillConfig(own_contexts=1.5)

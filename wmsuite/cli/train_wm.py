@@ -353,7 +353,7 @@ def _distill(cfg: TrainWMConfig, trainer: Trainer, episodes: list) -> int:
     from wmsuite.world_models.train import train_distill
 
     teacher = load_world_model(cfg.distill.teacher, device=cfg.device)
-    student = copy.deepcopy(teacher)
+    student = load_world_model(cfg.distill.student, device=cfg.device) if cfg.distill.student else copy.deepcopy(teacher)
     saved = json.loads((resolve_checkpoint(cfg.distill.teacher) / "config.json").read_text())
     resume = cfg.resume and is_checkpoint(trainer.state_dir("distill"))
     began = time.time()
