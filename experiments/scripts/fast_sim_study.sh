@@ -2,7 +2,7 @@
 # #27's figures for a distilled student ($WM, default runs/wm-fast-export) next to its teacher:
 # open-loop fidelity on the validation and held-out files, closed loop on the families zoo's
 # validation split (float32 and bfloat16: the precision is chosen there) and, for the chosen one
-# ($PRECISION), its test split; the default `wmsuite eval` timed in parallel and sequentially; `bench wm`.
+# ($PRECISION), its test split and the default `wmsuite eval` timed in parallel and sequentially; `bench wm`.
 # Nothing else should run meanwhile (the timings assume the two cores are free). Results in $OUT.
 set -euo pipefail
 export MUJOCO_GL=egl
@@ -22,8 +22,9 @@ if [[ $STAGE == test || $STAGE == all ]]; then
   wmsuite eval "${FAM[@]}" --split test --wm "$WM" --precision ${PRECISION:-float32} --out "$OUT/test"
 fi
 if [[ $STAGE == default || $STAGE == all ]]; then
-  /usr/bin/time -v wmsuite eval --wm "$WM" --out "$OUT/default-parallel" 2> "$OUT/default-parallel.time"
-  /usr/bin/time -v wmsuite eval --wm "$WM" --no-parallel --out "$OUT/default-sequential" 2> "$OUT/default-sequential.time"
+  P=(--wm "$WM" --precision ${PRECISION:-float32})
+  /usr/bin/time -v wmsuite eval "${P[@]}" --out "$OUT/default-parallel" 2> "$OUT/default-parallel.time"
+  /usr/bin/time -v wmsuite eval "${P[@]}" --no-parallel --out "$OUT/default-sequential" 2> "$OUT/default-sequential.time"
 fi
 if [[ $STAGE == bench || $STAGE == all ]]; then
   for p in float32 bfloat16; do
