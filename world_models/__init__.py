@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from wmsuite.checkpoint import load_checkpoint
 from wmsuite.config import from_dict
 from wmsuite.specs import checkpoint_dir
@@ -41,13 +43,26 @@ def model_configs(config: dict) -> tuple[WorldModelConfig, CodecConfig]:
             from_dict(CodecConfig, config["codec"]))
 
 
+def bfloat16_is_fast(device: str = "cpu") -> bool:
+    """Whether bfloat16 inference pays off on `device`: on GPUs, and on CPUs with bfloat16
+    instructions (AVX512-BF16 or AMX tiles); other CPUs emulate it, slower than float32."""
+    if torch.device(device).type != "cpu":
+        return True
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
 def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int | None = None,
                      precision: str | None = None) -> LatentWorldModel:
     """Rebuild a world model from its checkpoint (never unpickles); eval mode, on `device`.
-    `sampling_steps` and `precision` (WorldModelConfig's) override the checkpoint's defaults."""
+    `sampling_steps` and `precision` (WorldModelConfig's) override the checkpoint's defaults. A
+    checkpoint whose own default is bfloat16 loads in float32 where bfloat16 would be slow
+    (`bfloat16_is_fast`); a bfloat16 passed here is kept."""
     ckpt = resolve_checkpoint(path)
     tensors, config = load_checkpoint(ckpt, expect_class=tuple(WORLD_MODELS), device=device)
     wm_cfg, codec_cfg = model_configs(config)
+    if precision is None and wm_cfg.precision == "bfloat16" and not bfloat16_is_fast(device):
+        precision = "float32"
     if sampling_steps is not None or precision is not None:
         wm_cfg.sampling_steps = wm_cfg.sampling_steps if sampling_steps is None else sampling_steps
         wm_cfg.precision = wm_cfg.precision if precision is None else precision
@@ -59,4 +74,4 @@ def load_world_model(path: str | Path, device: str = "cpu", sampling_steps: int 
 
 __all__ = ["BACKWARD", "FORWARD", "WORLD_MODELS", "CodecConfig", "LatentWorldModel", "WorldModelConfig",
            "ObjectTracking", "WorldModelEnv", "WorldModelState", "load_world_model", "make_world_model_env",
-           "model_configs", "resolve_checkpoint"]
+           "bfloat16_is_fast", "model_configs", "resolve_checkpoint"]

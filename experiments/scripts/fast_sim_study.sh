@@ -14,12 +14,12 @@ FAM=(--zoo assets:zoo/pushcube-families.json --judge tracked --videos 0)
 if [[ $STAGE == validation || $STAGE == all ]]; then
   for p in float32 bfloat16; do
     wmsuite eval-wm --wm "$WM" --precision $p --data data/pushcube_val.hdf5 --out "$OUT/eval-wm-val-$p"
-    wmsuite eval "${FAM[@]}" --split validation --wm "$WM" --precision $p --out "$OUT/val-$p"
+    wmsuite eval --num-envs 16 "${FAM[@]}" --split validation --wm "$WM" --precision $p --out "$OUT/val-$p"
   done
 fi
 if [[ $STAGE == test || $STAGE == all ]]; then
   wmsuite eval-wm --wm "$WM" --precision ${PRECISION:-float32} --data data/pushcube_heldout.hdf5 --out "$OUT/eval-wm-heldout"
-  wmsuite eval "${FAM[@]}" --split test --wm "$WM" --precision ${PRECISION:-float32} --out "$OUT/test"
+  wmsuite eval --num-envs 16 "${FAM[@]}" --split test --wm "$WM" --precision ${PRECISION:-float32} --out "$OUT/test"
 fi
 if [[ $STAGE == default || $STAGE == all ]]; then
   P=(--wm "$WM" --precision ${PRECISION:-float32})

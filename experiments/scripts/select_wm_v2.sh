@@ -8,7 +8,7 @@ ZOO=assets:zoo/pushcube-families.json
 judges=("$@"); [ ${#judges[@]} -gt 0 ] || judges=(head state)
 for judge in "${judges[@]}"; do
   for split in ${SPLITS:-validation test}; do
-    wmsuite eval --zoo $ZOO --split $split --wm "$WM" --judge $judge --videos 0 \
+    wmsuite eval --num-envs 16 --zoo $ZOO --split $split --wm "$WM" --judge $judge --videos 0 \
         --out runs/select/$NAME-$judge-$split
   done
 done

@@ -49,9 +49,9 @@ fi
 if [[ $STAGE == eval || $STAGE == all ]]; then
   RT=(--wm "$WM" --round-trip --round-trip-wm "$BACK" --videos 0)
   for split in ${SPLITS:-test}; do
-    wmsuite eval "${RT[@]}" --zoo assets:zoo/pushcube-families.json --split $split --out "$OUT/families-$split"
+    wmsuite eval --num-envs 16 "${RT[@]}" --zoo assets:zoo/pushcube-families.json --split $split --out "$OUT/families-$split"
   done
-  wmsuite eval "${RT[@]}" --out "$OUT/default"
+  wmsuite eval --num-envs 16 "${RT[@]}" --out "$OUT/default"
 fi
 if [[ $STAGE == bench || $STAGE == all ]]; then
   wmsuite bench wm --wm "$WM" --round-trip-wm "$BACK" --out "$OUT/bench"

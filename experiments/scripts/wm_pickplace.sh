@@ -76,11 +76,11 @@ if stage fidelity; then
 fi
 if stage eval; then  # the judge is chosen on the validation split by mean |error|, then reported on test
   for judge in head state; do
-    wmsuite eval --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split validation --judge $judge \
+    wmsuite eval --num-envs 16 --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split validation --judge $judge \
         --videos 0 --out "$OUT/eval-validation-$judge"
   done
   judge=$(python -c "import json; e = {j: json.load(open(f'$OUT/eval-validation-{j}/metrics.json'))['mean_abs_error']
 for j in ('head', 'state')}; print(min(e, key=e.get))")
-  wmsuite eval --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split test --judge "$judge" --videos 0 \
+  wmsuite eval --num-envs 16 --env $ENV --wm "$DST" --zoo assets:zoo/pickplace.json --split test --judge "$judge" --videos 0 \
       --out "$OUT/eval-test"
 fi

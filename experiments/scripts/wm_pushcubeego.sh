@@ -46,7 +46,7 @@ if stage fidelity; then
 fi
 if stage eval; then
   for split in validation test; do
-    wmsuite eval --env wmsuite/PushCubeEgo-v0 --wm "$DST" --zoo assets:zoo/pushcubeego.json --split $split \
+    wmsuite eval --num-envs 16 --env wmsuite/PushCubeEgo-v0 --wm "$DST" --zoo assets:zoo/pushcubeego.json --split $split \
         --videos 0 --out "$OUT/eval-$split"
   done
 fi

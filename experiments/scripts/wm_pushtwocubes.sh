@@ -36,7 +36,7 @@ if stage fidelity; then
 fi
 if stage eval; then
   for split in validation test; do
-    wmsuite eval --env wmsuite/PushTwoCubes-v0 --wm "$DST" --zoo assets:zoo/pushtwocubes.json --split $split \
+    wmsuite eval --num-envs 16 --env wmsuite/PushTwoCubes-v0 --wm "$DST" --zoo assets:zoo/pushtwocubes.json --split $split \
         --videos 0 --out "$OUT/eval-$split"
   done
 fi

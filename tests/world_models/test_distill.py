@@ -150,3 +150,18 @@ def test_own_contexts_are_the_students_rollout_from_the_real_history(episodes):
         distillation_loss(student, teacher, _batch(teacher, episodes), steps=1, own=0.5)
     with pytest.raises(ValueError, match="own_contexts"):
         DistillConfig(own_contexts=1.5)
+
+
+def test_a_bfloat16_default_falls_back_to_float32_where_bfloat16_is_slow(episodes, tmp_path, monkeypatch):
+    import wmsuite.world_models as wm
+
+    model = tiny_model(episodes, prediction="sample")
+    model.cfg = WorldModelConfig(**{**model.cfg.__dict__, "precision": "bfloat16"})
+    save_model(model, tmp_path, step=1)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert not wm.bfloat16_is_fast("cpu")
+    assert load_world_model(tmp_path / "latest").cfg.precision == "float32"  # the checkpoint's default, on a slow CPU
+    assert load_world_model(tmp_path / "latest", precision="bfloat16").cfg.precision == "bfloat16"  # asked for
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert load_world_model(tmp_path / "latest").cfg.precision == "bfloat16"

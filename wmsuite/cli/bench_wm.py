@@ -22,8 +22,8 @@ from wmsuite.logging import write_metrics
 
 @dataclass
 class BenchWMConfig:
-    wm: str = "assets/wm/pushcube"
-    """World-model checkpoint (or run directory)."""
+    wm: str = "assets/wm/pushcube-fast"
+    """World-model checkpoint (or run directory); the default is `wmsuite eval`'s."""
     env: str = "wmsuite/PushCube-v0"
     """Real env: the reference simulator and the source of the context frames."""
     batch_sizes: list[int] = field(default_factory=lambda: [1, 16, 64])

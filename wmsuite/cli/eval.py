@@ -53,12 +53,15 @@ class EvalConfig(SimBackendFlags):
     policies: tuple[str, ...] = ()
     """Policy specs to evaluate instead of the zoo, each optionally labelled 'label=spec': checkpoint
     dirs, 'assets:policies/<name>', 'expert@<skill>' or 'package.module:attr{json kwargs}'."""
-    wm: str = "assets:wm/pushcube"
-    """World-model checkpoint (or training run) directory; 'assets:' resolves against the installed package."""
+    wm: str = "assets:wm/pushcube-fast"
+    """World-model checkpoint (or training run) directory; 'assets:' resolves against the installed package.
+    The default is PushCube's one-step student (its model card says how it compares with its teacher,
+    assets:wm/pushcube)."""
     episodes: int = 50
     """Episodes per policy in each simulator."""
-    num_envs: int = 16
-    """Sub-environments run as one batch (the policy and the world model see batches of this size)."""
+    num_envs: int = 50
+    """Sub-environments run as one batch (the policy and the world model see batches of this size); the
+    default runs the default 50 episodes of a policy in one wave, which batches best."""
     seed: int | None = None
     """Episode i of every policy starts from seed `seed + i` in both simulators (None: the seed the
     manifest names for --split, else 0)."""
