@@ -28,10 +28,11 @@ far the heads' reading of the real start frame is from the real start state,
 `WorldModelEnv(start_reading=...)`; `novelty`: world_models/novelty.py), or with Student-t residuals
 for heavy tails, or with the fit's own residuals (their quantiles, as split-conformal prediction
 uses them) where neither shape fits. It gives an interval on the true error of a new rollout from
-its trust features alone, and its coverage on held-out rollouts says whether to believe the interval. With a tolerated
-error tau it also gives one trust score per rollout in [0, 1]: the predicted probability that the
-true error is at most tau (higher: more trusted), set to 0 by its gates (start reading, novelty)
-for starts unlike those it was fitted on, or lowered as they near a gate with a ramp. Plain JSON in and out.
+its trust features alone, and its coverage on held-out rollouts says whether to believe the
+interval. With a tolerated error tau it also gives one trust score per rollout in [0, 1]: the
+predicted probability that the true error is at most tau (higher: more trusted), set to 0 by its
+gates (start reading, novelty) for starts unlike those it was fitted on, or lowered as they near a
+gate with a ramp. Plain JSON in and out.
 
 Shapes: B batch, K context, H chunk, N imagined steps, A action size, C latent channels, s latent
 side, E environment-state size, M calibration rows.
@@ -217,7 +218,6 @@ class Calibrator:
     world_models/novelty.py: how unlike every training frame some patch of it looks): above it, trust
     0. It catches what the heads still read correctly (a bigger object, a distractor beside it). Set
     like `start_limit`; None: no gate."""
-
     start_ramp: float | None = None
     """Where the start gate begins to close (None: a hard gate): between it and `start_limit` the
     trust is scaled by (start_limit - start) / (start_limit - start_ramp). A hard limit passes an
@@ -259,9 +259,9 @@ class Calibrator:
             residuals: str = "normal", quantiles: int = 101) -> Calibrator:
         """features {name: (M,)} for one or more names of FEATURES, true_error (M,) > 0 -> the least
         squares fit of log(true_error) on phi; `residuals` "normal", "t" (the residuals' degrees of
-        freedom and scale by maximum likelihood) or "empirical" (their `quantiles` quantiles). Needs M >= number of weights + 1 rows, and features
-        that vary independently of each other (a single depth, for instance, leaves depth's weight
-        undetermined: drop the feature)."""
+        freedom and scale by maximum likelihood) or "empirical" (their `quantiles` quantiles). Needs
+        M >= number of weights + 1 rows, and features that vary independently of each other (a
+        single depth, for instance, leaves depth's weight undetermined: drop the feature)."""
         if residuals not in RESIDUALS:
             raise ValueError(f"residuals must be one of {RESIDUALS}, got {residuals!r}")
         unknown = sorted(set(features) - set(FEATURES))
@@ -311,7 +311,7 @@ class Calibrator:
         (-/+ z sigma for normal and t residuals)."""
         if not 0 < level < 1:
             raise ValueError(f"level must be in (0, 1), got {level}")
-        mu, sigma = self.predict(features)
+        mu, _ = self.predict(features)
         return np.exp(mu + self._residual_quantile(0.5 - level / 2)), np.exp(mu + self._residual_quantile(0.5 + level / 2))
 
     def _residual_quantile(self, prob: float) -> float:

@@ -109,10 +109,22 @@ def test_distill_stage_writes_a_one_step_student_and_refuses_a_missing_teacher(e
                  "--heads-train.batch-size", "8", "--heads.generated-windows", "8"]) == 0
     config = json.loads((run / "latest" / "config.json").read_text())
     assert config["distill_steps"] == 3 and config["heads_steps"] == 2 and config["world_model"]["sampling_steps"] == 1
+    # a second run goes on from that student, on its own contexts; its start is the student, not the teacher
+    more = tmp_path / "more"
+    assert main(["train-wm", "--data", str(data), "--out", str(more), "--stage", "distill", "--distill.teacher",
+                 str(tmp_path / "teacher"), "--distill.student", str(run), "--distill.own-contexts", "1",
+                 "--distill-train.batch-size", "4", "--distill-train.steps", "1"]) == 0
+    went_on, earlier = load_world_model(more), load_world_model(run)
+    assert not torch.equal(went_on.denoiser.conv_in.weight, earlier.denoiser.conv_in.weight)
+    for a, b in zip(went_on.heads.parameters(), earlier.heads.parameters(), strict=True):
+        torch.testing.assert_close(a, b)  # the earlier student's heads (its heads pass), not the teacher's
     capsys.readouterr()
     assert main(["train-wm", "--data", str(data), "--out", str(tmp_path / "other"), "--stage", "distill",
                  "--distill.teacher", str(tmp_path / "nowhere")]) == 2
     assert "--distill.teacher" in capsys.readouterr().err
+    assert main(["train-wm", "--data", str(data), "--out", str(tmp_path / "other"), "--stage", "distill",
+                 "--distill.teacher", str(tmp_path / "teacher"), "--distill.student", str(tmp_path / "nowhere")]) == 2
+    assert "--distill.student" in capsys.readouterr().err
 
 
 def test_own_contexts_are_the_students_rollout_from_the_real_history(episodes):

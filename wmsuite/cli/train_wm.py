@@ -188,6 +188,9 @@ def run(cfg: TrainWMConfig) -> int:
         identity["teacher"] = _model_digest(teacher, "--distill.teacher")
     # the warm start is where a run began, not a setting its later stages repeat: kept in the record's state
     state = {"init_from": cfg.init_from, "init_from_digest": _model_digest(cfg.init_from, "--init-from")} if cfg.init_from else None
+    if cfg.stage == "distill" and cfg.distill.student:  # likewise where a student began; a missing one fails here
+        state = {**(state or {}), "distill_student": cfg.distill.student,
+                 "distill_student_digest": _model_digest(cfg.distill.student, "--distill.student")}
     record = dist.on_main(open_run, out, "train-wm", identity, force_new=cfg.force_new, adopt=going_on, state=state)
     done = {"all": is_checkpoint(out / "latest") or (out / "train_state").exists(), "heads": False,
             "codec": is_checkpoint(out / "codec"), "dynamics": is_checkpoint(out / "latest"),
