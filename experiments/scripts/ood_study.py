@@ -5,7 +5,7 @@
 
 For every scene variant of one split of `wmsuite.envs.push_cube.OOD_SPLITS` (settings are tuned on
 "validation", figures reported on "test") and for the training scene, the same
-expert episodes (same seeds, so the same layouts and, except for the bigger cube, the same motion) are
+expert episodes (same seeds, so the same layouts and, except for a resized cube, the same motion) are
 rolled out in the real simulator and imagined open loop from their first frame (eval_harness/
 trust_study.py: `trust_rows`). Each (episode, depth) row gets the calibrator's trust score; a variant's
 AUROC is how well distrust (1 - trust) separates its rows from the training scene's rows at the same
