@@ -55,8 +55,9 @@ class CalibratedTrust:
         return self.path.parent / NOVELTY
 
     @classmethod
-    def load(cls, path: Path, chunk: int) -> CalibratedTrust:
-        """Read and check a calibrator file; a missing tolerance fails here, not after the rollouts."""
+    def load(cls, path: Path, chunk: int, simulator: str | None = None) -> CalibratedTrust:
+        """Read and check a calibrator file; a missing tolerance, or one fitted on the rollouts of
+        another simulator than the one whose digest `simulator` is, fails here, not after the rollouts."""
         from wmsuite.world_models.trust import Calibrator
 
         try:
@@ -64,6 +65,11 @@ class CalibratedTrust:
             cal.trust({f: [1.0] for f in (*cal.features, "start", "novelty")})
         except (ValueError, KeyError, json.JSONDecodeError) as e:
             raise ValueError(f"--calibration {path} is not a usable calibrator: {e}") from None
+        if simulator is not None and cal.simulator is not None and cal.simulator != simulator:
+            raise ValueError(f"--calibration {path} was fitted on the rollouts of another world model (sha256 "
+                             f"{cal.simulator[:12]}..) than --wm (sha256 {simulator[:12]}..): its trust would not "
+                             "describe this simulator's errors; fit one for it (experiments/scripts/trust_study.py "
+                             "--wm ...) or pass the --wm it was fitted for")
         scorer = cls(cal, chunk, Path(path))
         if cal.novelty_limit is not None:
             from wmsuite.world_models.novelty import PatchNovelty

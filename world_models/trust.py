@@ -225,6 +225,10 @@ class Calibrator:
     the in-distribution range, so such scenes rank below most in-distribution ones."""
     novelty_ramp: float | None = None
     """The same for the novelty gate (`novelty_limit`)."""
+    simulator: str | None = None
+    """sha256 (`wmsuite.specs.file_digest`) of the world model whose rollouts it was fitted on: a fit
+    says how *that* model's errors follow its signals, so `wmsuite eval` refuses it beside another
+    simulator. None: not recorded."""
 
     def __post_init__(self) -> None:
         self.features, self.weights = tuple(self.features), tuple(float(w) for w in self.weights)
@@ -366,7 +370,8 @@ class Calibrator:
                 **({"tau": self.tau} if self.tau is not None else {}),
                 **({"dof": self.dof} if self.dof is not None else {}),
                 **({"residual_quantiles": list(self.residual_quantiles)} if self.residual_quantiles else {}),
-                **{f: getattr(self, f) for f in (*GATES.values(), *RAMPS.values()) if getattr(self, f) is not None}}
+                **{f: getattr(self, f) for f in (*GATES.values(), *RAMPS.values(), "simulator")
+                   if getattr(self, f) is not None}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Calibrator:
@@ -375,7 +380,7 @@ class Calibrator:
                              f"version={data.get('version')!r}")
         return cls(tuple(data["features"]), tuple(data["weights"]), float(data["sigma"]), float(data["eps"]),
                    data.get("tau"), dof=data.get("dof"), residual_quantiles=data.get("residual_quantiles"),
-                   **{f: data.get(f) for f in (*GATES.values(), *RAMPS.values())})
+                   **{f: data.get(f) for f in (*GATES.values(), *RAMPS.values(), "simulator")})
 
 
 def _design(features: dict[str, Any], names: tuple[str, ...], eps: float) -> np.ndarray:

@@ -40,7 +40,8 @@ from wmsuite.envs.push_cube import OOD_SPLITS, VARIANTS
 from wmsuite.eval_harness.abstention import CalibratedTrust
 from wmsuite.eval_harness.trust_study import auroc, reset_scores, trust_rows
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
-from wmsuite.world_models import load_world_model
+from wmsuite.specs import file_digest, resolve_asset
+from wmsuite.world_models import load_world_model, resolve_checkpoint
 from wmsuite.world_models.trust import GATES, RAMPS, check_backward_model
 
 ENV = "wmsuite/PushCube-v0"
@@ -85,7 +86,8 @@ def main() -> None:
         check_backward_model(model, back)
     except ValueError as err:
         raise SystemExit(f"{args.wm}: {err} (pass it as --round-trip-wm)") from None
-    scorer = CalibratedTrust.load(Path(args.calibration), model.cfg.chunk)  # the calibrator and its novelty bank
+    scorer = CalibratedTrust.load(Path(args.calibration), model.cfg.chunk,  # the calibrator and its novelty bank
+                                  simulator=file_digest(resolve_checkpoint(resolve_asset(args.wm))))
     cal, bank = scorer.calibrator, scorer.novelty
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

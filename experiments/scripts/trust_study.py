@@ -36,16 +36,18 @@ from wmsuite.eval_harness.trust_study import (
     signal_figures,
     trust_rows,
 )
-from wmsuite.specs import NOVELTY
-from wmsuite.world_models import load_world_model
+from wmsuite.specs import NOVELTY, file_digest, resolve_asset
+from wmsuite.world_models import load_world_model, resolve_checkpoint
 from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.trust import RESIDUALS, check_backward_model
 
 
 def write_calibrator(cal, gate_rows: dict, args: argparse.Namespace, bank, out: Path) -> None:
-    """OUT/calibration.json: `cal` with tau and its gates (and ramps, with --ramp-quantile) at
-    --gate-quantile of `gate_rows`' start errors and novelty (the bank copied beside it)."""
-    cal = dataclasses.replace(cal, tau=args.tau, **gate_settings(gate_rows, args.gate_quantile, args.ramp_quantile))
+    """OUT/calibration.json: `cal` with tau, its gates (and ramps, with --ramp-quantile) at
+    --gate-quantile of `gate_rows`' start errors and novelty (the bank copied beside it), and the
+    digest of the simulator whose rollouts it was fitted on."""
+    cal = dataclasses.replace(cal, tau=args.tau, **gate_settings(gate_rows, args.gate_quantile, args.ramp_quantile),
+                              simulator=file_digest(resolve_checkpoint(resolve_asset(args.wm))))
     if bank is not None:
         shutil.copyfile(args.novelty, out / NOVELTY)
     (out / "calibration.json").write_text(json.dumps(cal.to_json(), indent=2))

@@ -135,6 +135,19 @@ def test_round_trip_and_a_calibrator_give_every_policy_a_mean_trust(tmp_path, ca
     assert "trust_error_spearman" in metrics and metrics["abstention"]["curve"][0]["coverage"] == 1.0
     assert metrics["calibration"]["path"] == str(tmp_path / "wm" / "calibration.json")
     assert (out / "selective.png").read_bytes()[:4] == b"\x89PNG"
+    # a calibrator fitted on another simulator's rollouts is refused before any rollout; one fitted on
+    # this simulator's (its digest recorded) is taken
+    from wmsuite.specs import file_digest
+
+    for digest, ok in (("0" * 64, False), (file_digest(tmp_path / "wm"), True)):
+        (tmp_path / "mine").mkdir(exist_ok=True)
+        mine = Calibrator(cal.features, cal.weights, cal.sigma, tau=cal.tau, simulator=digest)
+        (tmp_path / "mine" / "calibration.json").write_text(json.dumps(mine.to_json()))
+        call = [*argv[:-1], str(tmp_path / f"sim-{ok}"), "--calibration", str(tmp_path / "mine" / "calibration.json")]
+        assert (main(call) == 0) == ok
+        if not ok:
+            assert "another world model" in capsys.readouterr().err
+            assert not (tmp_path / "sim-False" / "episodes.jsonl").exists()
     # an explicit calibrator that is not there is named before any rollout
     assert main([*argv[:-1], str(tmp_path / "other"), "--calibration", str(tmp_path / "nothere.json")]) != 0
     assert "nothere.json does not exist" in capsys.readouterr().err

@@ -456,6 +456,9 @@ def test_the_start_gate_zeroes_the_trust_of_scenes_read_wrong_at_their_start():
         both.trust({"depth": [1.0], "start": [0.01]})
     assert Calibrator.from_json(json.loads(json.dumps(both.to_json()))) == both
     assert "novelty_limit" not in cal.to_json()  # a file without the gate reads as before
+    fitted = Calibrator(("depth",), (0.0, 0.0), sigma=0.5, simulator="ab" * 32)
+    assert Calibrator.from_json(json.loads(json.dumps(fitted.to_json()))).simulator == "ab" * 32
+    assert "simulator" not in cal.to_json()
 
 
 def test_a_ramp_closes_a_gate_linearly_from_its_start_to_the_limit():

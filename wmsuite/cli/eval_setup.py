@@ -18,7 +18,7 @@ from wmsuite.cli.common import memory_geometry, resolve_policy
 from wmsuite.eval_harness.abstention import CalibratedTrust
 from wmsuite.eval_harness.evaluate import PolicyEntry
 from wmsuite.rollout import make_vector_env
-from wmsuite.specs import CALIBRATION, check_trust, is_code_spec, resolve_asset, trust_code
+from wmsuite.specs import CALIBRATION, check_trust, file_digest, is_code_spec, resolve_asset, trust_code
 
 if TYPE_CHECKING:
     from wmsuite.cli.eval import EvalConfig
@@ -277,6 +277,6 @@ def calibrated_trust(cfg: EvalConfig, chunk: int) -> CalibratedTrust | None:
                                     "experiments/scripts/trust_study.py")
         print(f"note: {path} does not exist: round-trip errors are recorded, but no trust score (pass --calibration)")
         return None
-    return CalibratedTrust.load(path, chunk)
+    return CalibratedTrust.load(path, chunk, simulator=file_digest(resolve_checkpoint(resolve_asset(cfg.wm))))
 
 
