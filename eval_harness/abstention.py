@@ -33,12 +33,12 @@ COVERAGES = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5)
 @dataclass
 class CalibratedTrust:
     """A trust score for `EvalSetup.trust_score`: imagined-episode records -> (M,) trust in [0, 1] from a
-    calibrator (world_models/trust.py) fed each record's round-trip error, IDM error, depth in world-model
-    steps (as the calibrator was fitted), start-reading error and start-frame novelty (which also feed
-    its gates)."""
+    calibrator (world_models/calibrator.py) fed each record's round-trip error, IDM error, depth in
+    world-model steps (as the calibrator was fitted), start-reading error and start-frame novelty
+    (which also feed its gates)."""
 
     calibrator: Any
-    """A `wmsuite.world_models.trust.Calibrator` with a tolerance set."""
+    """A `wmsuite.world_models.calibrator.Calibrator` with a tolerance set."""
     chunk: int
     """Actions per world-model step (records count their length in actions)."""
     path: Path
@@ -58,7 +58,7 @@ class CalibratedTrust:
     def load(cls, path: Path, chunk: int, simulator: str | None = None) -> CalibratedTrust:
         """Read and check a calibrator file; a missing tolerance, or one fitted on the rollouts of
         another simulator than the one whose digest `simulator` is, fails here, not after the rollouts."""
-        from wmsuite.world_models.trust import Calibrator
+        from wmsuite.world_models.calibrator import Calibrator
 
         try:
             cal = Calibrator.from_json(json.loads(Path(path).read_text()))

@@ -30,7 +30,7 @@ imagined ones (eval_harness/ppi.py), next to `real_success`/`real_ci` (the n rea
 `predicted_success` (the imagined ones alone).
 
 Trust score: with `trust_score` (records -> one score in [0, 1] per imagined episode, e.g. a
-calibrator's probability that the episode's error is tolerable, world_models/trust.py), every row adds
+calibrator's probability that the episode's error is tolerable, world_models/calibrator.py), every row adds
 `mean_trust` and `predicted_success_kept` (its predicted success over the imagined episodes that
 survive abstaining on the least trusted 20% of all of them), and the metrics add `trust_error_spearman`
 (across policies, |predicted - real| against 1 - mean_trust), `abstention` (the selective-evaluation

@@ -37,11 +37,12 @@ from wmsuite.envs.probes import TaskProbe
 from wmsuite.eval_harness.abstention import keep_mask
 from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
+from wmsuite.world_models.calibrator import GATES, RAMPS, Calibrator
 from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.novelty import PatchNovelty
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import GATES, RAMPS, Calibrator, round_trip_error, start_reading_error
+from wmsuite.world_models.trust import round_trip_error, start_reading_error
 
 SIGNALS = ("round_trip", "round_trip_object", "idm", "start", "novelty")
 TRUTHS = ("latent", "object")

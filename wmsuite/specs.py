@@ -128,7 +128,7 @@ def checkpoint_dir(path: str | Path) -> Path | None:
 
 
 CALIBRATION = "calibration.json"
-"""A world model's trust calibrator, beside its weights (world_models/trust.py)."""
+"""A world model's trust calibrator, beside its weights (world_models/calibrator.py)."""
 
 
 NOVELTY = "novelty.safetensors"

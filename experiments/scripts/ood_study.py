@@ -42,7 +42,8 @@ from wmsuite.eval_harness.trust_study import auroc, reset_scores, trust_rows
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 from wmsuite.specs import file_digest, resolve_asset
 from wmsuite.world_models import load_world_model, resolve_checkpoint
-from wmsuite.world_models.trust import GATES, RAMPS, check_backward_model
+from wmsuite.world_models.calibrator import GATES, RAMPS
+from wmsuite.world_models.trust import check_backward_model
 
 ENV = "wmsuite/PushCube-v0"
 

@@ -38,8 +38,9 @@ from wmsuite.eval_harness.trust_study import (
 )
 from wmsuite.specs import NOVELTY, file_digest, resolve_asset
 from wmsuite.world_models import load_world_model, resolve_checkpoint
+from wmsuite.world_models.calibrator import RESIDUALS
 from wmsuite.world_models.novelty import PatchNovelty
-from wmsuite.world_models.trust import RESIDUALS, check_backward_model
+from wmsuite.world_models.trust import check_backward_model
 
 
 def write_calibrator(cal, gate_rows: dict, args: argparse.Namespace, bank, out: Path) -> None:

@@ -113,7 +113,7 @@ def test_eval_end_to_end_on_a_tiny_world_model(tmp_path, capsys):
 @pytest.mark.slow
 def test_round_trip_and_a_calibrator_give_every_policy_a_mean_trust(tmp_path, capsys):
     from wmsuite.cli import main
-    from wmsuite.world_models.trust import Calibrator
+    from wmsuite.world_models.calibrator import Calibrator
 
     facts = _tiny_checkpoint(tmp_path / "wm", p_backward=0.5)
     cal = Calibrator(("round_trip", "idm", "depth"), (-1.0, 0.5, 0.2, 0.01), sigma=0.7, tau=0.5)
@@ -176,7 +176,7 @@ def test_round_trip_and_a_calibrator_give_every_policy_a_mean_trust(tmp_path, ca
 @pytest.mark.slow
 def test_a_backward_copy_plays_the_round_trip_and_leaves_the_imagined_episodes_as_they_were(tmp_path, capsys):
     from wmsuite.cli import main
-    from wmsuite.world_models.trust import Calibrator
+    from wmsuite.world_models.calibrator import Calibrator
 
     _tiny_checkpoint(tmp_path / "wm")  # the simulator: forward only
     _tiny_checkpoint(tmp_path / "back", p_backward=1.0)  # its backward copy

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from tests.world_models.conftest import tiny_model
+from wmsuite.world_models.calibrator import Calibrator
 from wmsuite.world_models.model import FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.trust import Calibrator, check_backward_model, round_trip_chunks, round_trip_error
+from wmsuite.world_models.trust import check_backward_model, round_trip_chunks, round_trip_error
 
 K, H, A, C, S = 3, 2, 2, 2, 3  # context, chunk, action size, latent channels, latent side
 RATE = 0.8  # the oracle's contraction per forward frame

@@ -79,7 +79,7 @@ class EvalConfig(SimBackendFlags):
     STAGE=train bash experiments/scripts/trust_backward_copy.sh for the shipped model). Its landing
     point is read with --wm's heads. '' : --wm plays its own episodes back."""
     calibration: str = ""
-    """With --round-trip: the calibrator (JSON, world_models/trust.py) that turns each imagined episode's
+    """With --round-trip: the calibrator (JSON, world_models/calibrator.py) that turns each imagined episode's
     round-trip error, inverse-dynamics error, depth and start-reading error into one trust score in
     [0, 1], the predicted probability that the episode's error is tolerable (a calibrator with a
     novelty gate also scores each real start frame with novelty.safetensors beside it); adds per-policy
