@@ -246,16 +246,19 @@ def reset_scores(model: LatentWorldModel, bank: PatchNovelty | None, env_id: str
     return out
 
 
-def gate_settings(scores: dict[str, np.ndarray], quantile: float, ramp_quantile: float | None = None
+def gate_settings(scores: dict[str, np.ndarray], quantile: float | None, ramp_quantile: float | None = None
                   ) -> dict[str, float]:
     """A calibrator's gate fields from in-distribution scores {feature: (n,)} (`reset_scores`): each
-    gate's limit at `quantile` of its feature and, with `ramp_quantile` (below `quantile`), its ramp's
-    start at that quantile. Pass the result to `dataclasses.replace(calibrator, **settings)`."""
-    if not 0 < quantile <= 1 or (ramp_quantile is not None and not 0 <= ramp_quantile < quantile):
+    gate's limit at `quantile` of its feature (None: limits left out, e.g. to keep a calibrator's
+    own) and, with `ramp_quantile` (below `quantile`), its ramp's start at that quantile. Pass the
+    result to `dataclasses.replace(calibrator, **settings)`."""
+    top = 1.0 if quantile is None else quantile
+    if not 0 < top <= 1 or (ramp_quantile is not None and not 0 <= ramp_quantile < top):
         raise ValueError(f"need 0 < quantile <= 1 and 0 <= ramp_quantile < quantile, got {quantile}, {ramp_quantile}")
     out = {}
     for feature, values in scores.items():
-        out[GATES[feature]] = float(np.quantile(values, quantile))
+        if quantile is not None:
+            out[GATES[feature]] = float(np.quantile(values, quantile))
         if ramp_quantile is not None:
             out[RAMPS[feature]] = float(np.quantile(values, ramp_quantile))
     return out

@@ -38,7 +38,7 @@ from wmsuite.cli.common import resolve_policy
 from wmsuite.envs import get_probe
 from wmsuite.envs.push_cube import OOD_SPLITS, VARIANTS
 from wmsuite.eval_harness.abstention import CalibratedTrust
-from wmsuite.eval_harness.trust_study import auroc, reset_scores, trust_rows
+from wmsuite.eval_harness.trust_study import auroc, gate_settings, reset_scores, trust_rows
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 from wmsuite.specs import file_digest, resolve_asset
 from wmsuite.world_models import load_world_model, resolve_checkpoint
@@ -109,8 +109,9 @@ def main() -> None:
         scores = reset_scores(model, bank, ENV, get_probe(ENV), args.gate_resets, args.gate_seed)
         metrics["ramps"] = {}
         for q in args.ramp_quantiles:
-            ramps = {RAMPS[f]: float(np.quantile(v, q)) for f, v in scores.items()
-                     if getattr(cal, GATES[f]) is not None and np.quantile(v, q) < getattr(cal, GATES[f])}
+            starts = gate_settings(scores, None, q)  # ramps only: the calibrator's limits are kept
+            ramps = {RAMPS[f]: starts[RAMPS[f]] for f in scores
+                     if getattr(cal, GATES[f]) is not None and starts[RAMPS[f]] < getattr(cal, GATES[f])}
             fig = figures(dataclasses.replace(cal, **ramps), rows, bank is not None)
             base = fig["variants"]["training"]
             metrics["ramps"][str(q)] = {**ramps, "auroc": {k: v["auroc"] for k, v in fig["variants"].items() if "auroc" in v},
@@ -130,8 +131,7 @@ def figures(cal, rows: dict, with_novelty: bool) -> dict:
         feats = {"round_trip": r["round_trip"], "idm": r["idm"], "depth": r["depth"].astype(float), "start": r["start"],
                  **({"novelty": r["novelty"]} if with_novelty else {})}
         trust = cal.trust(feats)
-        ungated = dataclasses.replace(cal, **{f: None for f in ("start_limit", "novelty_limit", "start_ramp",
-                                                               "novelty_ramp")}).trust(feats)
+        ungated = dataclasses.replace(cal, **dict.fromkeys((*GATES.values(), *RAMPS.values()))).trust(feats)
         distrust[variant], lowered[variant] = 1.0 - trust, float(np.mean(trust < ungated))
     base = rows[""]
     out = {"variants": {}}

@@ -133,3 +133,15 @@ def test_chunk_idm_errors_are_the_idm_errors_of_the_rollout_by_hand():
             err = (model.inverse_dynamics(newest, lat) - act).abs().mean(dim=(1, 2))
             want += [float(err[0])] + ([float(err[1])] if d < 2 else [])
     np.testing.assert_allclose(errors, want, rtol=1e-6)
+
+
+def test_gate_settings_are_quantiles_of_the_in_distribution_scores():
+    from wmsuite.eval_harness.trust_study import gate_settings
+
+    scores = {"start": np.arange(101.0), "novelty": np.arange(101.0) / 100}  # quantile q is 100 q and q
+    assert gate_settings(scores, 0.99) == pytest.approx({"start_limit": 99.0, "novelty_limit": 0.99})
+    both = gate_settings(scores, 0.99, 0.9)
+    assert both == pytest.approx({"start_limit": 99.0, "start_ramp": 90.0, "novelty_limit": 0.99, "novelty_ramp": 0.9})
+    assert gate_settings(scores, None, 0.5) == pytest.approx({"start_ramp": 50.0, "novelty_ramp": 0.5})
+    with pytest.raises(ValueError, match="ramp_quantile"):
+        gate_settings(scores, 0.9, 0.95)

@@ -172,10 +172,11 @@ def run(cfg: EvalConfig) -> int:
     cfg = replace(cfg, seed=seed, judge=resolve_judge(cfg))
     model = load_model(cfg)  # a checkpoint that is not a world model fails here, before any rollout
     back = load_round_trip_model(cfg, model)  # so do round-trip settings that cannot work
-    trust_score = calibrated_trust(cfg, model.cfg.chunk) if cfg.round_trip else None
+    wm_digest = file_digest(resolve_checkpoint(resolve_asset(cfg.wm)))
+    trust_score = calibrated_trust(cfg, model.cfg.chunk, wm_digest) if cfg.round_trip else None
     with trust_code(cfg.trust_code):
         policies = {e.name: {"spec": e.spec, "files": spec_fingerprint(e.spec)} for e in entries}
-    identity = {"env": cfg.env, "wm": file_digest(resolve_checkpoint(resolve_asset(cfg.wm))), "episodes": cfg.episodes,
+    identity = {"env": cfg.env, "wm": wm_digest, "episodes": cfg.episodes,
                 "num_envs": cfg.num_envs, "seed": cfg.seed, "sampling_steps": cfg.sampling_steps, "device": cfg.device,
                 **({"judge": cfg.judge} if cfg.judge != "head" else {}),  # records from before judges stay valid
                 **({"hold_static": True} if cfg.hold_static and _holds_static(cfg.env) else {}),

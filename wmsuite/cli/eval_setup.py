@@ -18,7 +18,7 @@ from wmsuite.cli.common import memory_geometry, resolve_policy
 from wmsuite.eval_harness.abstention import CalibratedTrust
 from wmsuite.eval_harness.evaluate import PolicyEntry
 from wmsuite.rollout import make_vector_env
-from wmsuite.specs import CALIBRATION, check_trust, file_digest, is_code_spec, resolve_asset, trust_code
+from wmsuite.specs import CALIBRATION, check_trust, is_code_spec, resolve_asset, trust_code
 
 if TYPE_CHECKING:
     from wmsuite.cli.eval import EvalConfig
@@ -263,10 +263,10 @@ class EnvFactory:
                                     if self.model.cfg.memory_frames else None)
 
 
-def calibrated_trust(cfg: EvalConfig, chunk: int) -> CalibratedTrust | None:
+def calibrated_trust(cfg: EvalConfig, chunk: int, wm_digest: str) -> CalibratedTrust | None:
     """The trust score of --calibration (default: the file beside --round-trip-wm, else beside --wm),
-    or None with a note when the default file is absent; an explicit file that is missing or bad
-    fails here."""
+    or None with a note when the default file is absent; an explicit file that is missing or bad, or
+    one fitted on another simulator than --wm (whose digest is `wm_digest`), fails here."""
     from wmsuite.world_models import resolve_checkpoint
 
     beside = resolve_checkpoint(resolve_asset(cfg.round_trip_wm or cfg.wm))
@@ -277,6 +277,6 @@ def calibrated_trust(cfg: EvalConfig, chunk: int) -> CalibratedTrust | None:
                                     "experiments/scripts/trust_study.py")
         print(f"note: {path} does not exist: round-trip errors are recorded, but no trust score (pass --calibration)")
         return None
-    return CalibratedTrust.load(path, chunk, simulator=file_digest(resolve_checkpoint(resolve_asset(cfg.wm))))
+    return CalibratedTrust.load(path, chunk, simulator=wm_digest)
 
 
