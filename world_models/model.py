@@ -218,6 +218,15 @@ class LatentWorldModel(nn.Module):
         with self._inference():
             return self.idm(torch.cat([previous[:, None], frames], dim=1)).float()
 
+    def compile_inference(self, dynamic: bool | None = None) -> None:
+        """torch.compile the denoiser, frame heads and inverse dynamics in place (nn.Module.compile: the
+        state dict keeps its keys). The first call at each new input shape compiles (seconds to a
+        minute on a CPU), later ones run fused kernels: worth it for long rollouts and benchmarks, not
+        for a short evaluation. Results differ from eager ones in the last bits. `dynamic`:
+        torch.compile's (False: one graph per batch size, as a benchmark at fixed sizes wants)."""
+        for module in (self.denoiser, self.heads, self.idm):
+            module.compile(dynamic=dynamic)
+
     # ------------------------------------------------------------------ training
     def motion_weights(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """The diffusion loss's per-element weight: 1, plus motion_weight where the target changed from

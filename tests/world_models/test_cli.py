@@ -143,6 +143,7 @@ def test_train_eval_bench_commands(pushcube_file, tmp_path, capsys):
     chunk = load_world_model(run).cfg.chunk  # every step returns one frame and consumes a chunk of actions
     assert b["wm_action_steps_per_s_b2"] == pytest.approx(b["wm_frames_per_s_b2"] * chunk)
     assert not any(k.startswith("round_trip") for k in b)  # a forward-only model: no round-trip figure
+    assert b["compiled"] == 0 and b["device"] == "cpu" and 0 < b["first_step_s_b1"] < 60  # eager: no compile in it
 
 
 def test_bench_times_the_round_trip_of_a_model_that_steps_backward(tmp_path, capsys):

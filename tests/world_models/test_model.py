@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 
@@ -433,3 +434,17 @@ def test_warm_start_copies_matching_weights_and_keeps_its_own_sizes_and_statisti
             assert torch.equal(v, before[k]), k  # no match: left as initialised
     assert not torch.equal(own["env_state_mean"], theirs["env_state_mean"].repeat(2))
     assert any(theirs[k].shape != v.shape for k, v in own.items())  # the test covers a fresh head
+
+
+def test_compile_inference_keeps_the_state_dict_and_the_answers(episodes):
+    model = tiny_model(episodes).eval()
+    eager = copy.deepcopy(model)
+    keys = list(model.state_dict())
+    model.compile_inference(dynamic=False)
+    assert list(model.state_dict()) == keys  # checkpoints written after compiling load into an eager model
+    torch.manual_seed(0)
+    latents = torch.randn(3, model.codec.latent_channels, model.codec.latent_size, model.codec.latent_size)
+    with torch.no_grad():
+        got, want = model.predict_heads(latents), eager.predict_heads(latents)  # the heads' graph compiles here
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5)

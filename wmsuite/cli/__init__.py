@@ -73,8 +73,10 @@ def _dispatch(prog: str, registry: dict[str, tuple[str, str]], argv: list[str]) 
     default = module.default(argv[1:]) if hasattr(module, "default") else None
     cfg = parse(module.CONFIG, argv[1:], prog=f"{prog} {name}", description=registry[name][1], default=default)
     from wmsuite.cli.common import setup_logging  # here: `wmsuite --help` imports no torch
+    from wmsuite.runtime import keep_freed_memory
 
     setup_logging()
+    keep_freed_memory()  # freed activations stay in the heap for the next step (wmsuite/runtime.py)
     try:
         out = str(getattr(cfg, "out", "") or "")
         if out:  # a read-only or misspelled --out fails now, not after the compute

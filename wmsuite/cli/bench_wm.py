@@ -1,10 +1,12 @@
 """`wmsuite bench wm`: world-model rollout frames/s (batch 1/16/64) next to the real env's steps/s.
 
-    wmsuite bench wm --wm assets/wm/pushcube --out runs/bench-wm
+    wmsuite bench wm --out runs/bench-wm                     # the default simulator, eager
+    wmsuite bench wm --compile --out runs/bench-wm-compiled  # steady state after torch.compile
 
 metrics.json keys: wm_frames_per_s (batch 64), wm_frames_per_s_b<B> and wm_action_steps_per_s_b<B>
 for every batch, sim_steps_per_s (one real env, rendering 64 px), ratio_b64 (= wm_frames_per_s /
-sim_steps_per_s), torch_threads; with --round-trip-wm (or a world model trained to step backward
+sim_steps_per_s), first_step_s_b<B> (the untimed first step: with --compile, the compile), compiled,
+device, torch_threads; with --round-trip-wm (or a world model trained to step backward
 too), round_trip_ms_b<B> and round_trip_cost_b<B>: the round-trip trust signal's time for a rollout
 of --round-trip-depth chunks and its ratio to that rollout's own time (what `wmsuite eval
 --round-trip` adds).
@@ -39,6 +41,12 @@ class BenchWMConfig:
     precision: str = ""
     """Number format of the world model at inference: 'float32', 'bfloat16' (faster on CPUs with
     bfloat16 instructions and on GPUs) or '' (the checkpoint's default)."""
+    device: str = "cpu"
+    """Torch device of the world model ('cuda' on a GPU; the real env and its frames stay on the CPU)."""
+    compile: bool = False
+    """torch.compile the denoiser, heads and inverse dynamics (LatentWorldModel.compile_inference, one
+    graph per batch size) before timing: steady-state speed of long rollouts; the compile itself is
+    the first step, reported apart (first_step_s_b<B>)."""
     out: str = ""
     """Directory for metrics.json (nothing written when empty)."""
     seed: int = 0
@@ -69,12 +77,15 @@ def run(cfg: BenchWMConfig) -> int:
     from wmsuite.world_models import load_world_model
     from wmsuite.world_models.trust import check_backward_model
 
-    model = load_world_model(cfg.wm, sampling_steps=cfg.sampling_steps or None, precision=cfg.precision or None)
+    model = load_world_model(cfg.wm, device=cfg.device, sampling_steps=cfg.sampling_steps or None,
+                             precision=cfg.precision or None)
     back = None
     if cfg.round_trip_wm:
-        back = load_world_model(cfg.round_trip_wm, sampling_steps=cfg.sampling_steps or None,
+        back = load_world_model(cfg.round_trip_wm, device=cfg.device, sampling_steps=cfg.sampling_steps or None,
                                 precision=cfg.precision or None)
         check_backward_model(model, back)  # before any timing
+    if cfg.compile:
+        model.compile_inference(dynamic=False)
     size = model.codec_cfg.image_size
 
     def real() -> object:
@@ -84,15 +95,17 @@ def run(cfg: BenchWMConfig) -> int:
     wm = bench_world_model(model, real, cfg.batch_sizes, steps=cfg.steps, repeats=cfg.repeats, seed=cfg.seed)
     print(f"real env {cfg.env}: {sim:.0f} rendered steps/s ({size} px, one env)")
     print(f"world model: chunk {model.cfg.chunk}, {model.cfg.sampling_steps} sampling step(s), {model.cfg.precision}, "
-          f"{torch.get_num_threads()} torch threads")
-    print(f"{'batch':>6} {'frames/s':>9} {'action steps/s':>15} {'ms/step':>8} {'vs sim':>7}")
+          f"{torch.get_num_threads()} torch threads{', compiled' if cfg.compile else ''}")
+    print(f"{'batch':>6} {'frames/s':>9} {'action steps/s':>15} {'ms/step':>8} {'vs sim':>7} {'first step s':>13}")
     metrics: dict[str, float | str] = {"sim_steps_per_s": sim, "torch_threads": torch.get_num_threads(),
-                                       "sampling_steps": model.cfg.sampling_steps, "precision": model.cfg.precision}
+                                       "sampling_steps": model.cfg.sampling_steps, "precision": model.cfg.precision,
+                                       "compiled": int(cfg.compile), "device": cfg.device}
     for b, r in wm.items():
         print(f"{b:>6} {r['frames_per_s']:>9.1f} {r['action_steps_per_s']:>15.1f} {r['step_ms']:>8.1f} "
-              f"{r['frames_per_s'] / sim:>7.2f}")
+              f"{r['frames_per_s'] / sim:>7.2f} {r['first_step_s']:>13.2f}")
         metrics[f"wm_frames_per_s_b{b}"] = r["frames_per_s"]
         metrics[f"wm_action_steps_per_s_b{b}"] = r["action_steps_per_s"]
+        metrics[f"first_step_s_b{b}"] = r["first_step_s"]
     last = max(wm)
     metrics["wm_frames_per_s"] = wm[64]["frames_per_s"] if 64 in wm else wm[last]["frames_per_s"]
     metrics["ratio_b64"] = metrics["wm_frames_per_s"] / sim

@@ -109,6 +109,11 @@ class EvalConfig(SimBackendFlags):
     precision: str = ""
     """Number format of the world model at inference: 'float32', 'bfloat16' (faster on CPUs with
     bfloat16 instructions and on GPUs) or '' (the checkpoint's default)."""
+    compile: bool = False
+    """torch.compile the world model's networks (LatentWorldModel.compile_inference): faster steps once
+    compiled, after a compile that costs the first steps seconds to a minute on a CPU, so it pays in
+    long evaluations (many policies or episodes), not the default one. Imagined episodes differ from
+    eager ones in the last bits, so it is part of the run's settings."""
     judge: str = "auto"
     """What ends an imagined episode as a success: 'head' (the learned success head), 'state' (the
     task's success rule on the environment_state head's reading of each generated frame), 'both',
@@ -189,6 +194,7 @@ def run(cfg: EvalConfig) -> int:
                 **({"novelty": file_digest(trust_score.novelty_path)}
                    if trust_score is not None and trust_score.novelty is not None else {}),
                 **({"precision": model.cfg.precision} if model.cfg.precision != "float32" else {}),
+                **({"compile": True} if cfg.compile else {}),
                 "policies": policies}
     open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often

@@ -117,8 +117,11 @@ def load_model(cfg: EvalConfig):
     learned-simulator env of the run (evaluation and videos) shares it."""
     from wmsuite.world_models import load_world_model
 
-    return load_world_model(resolve_asset(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None,
-                            precision=cfg.precision or None)
+    model = load_world_model(resolve_asset(cfg.wm), device=cfg.device, sampling_steps=cfg.sampling_steps or None,
+                             precision=cfg.precision or None)
+    if cfg.compile:
+        model.compile_inference()
+    return model
 
 
 def task_probe(env_id: str):
