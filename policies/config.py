@@ -27,6 +27,13 @@ class PolicyConfig:
     """Also condition on the privileged `environment_state` (object/goal positions), not only pixels + agent_pos."""
     channels: tuple[int, ...] = (16, 32, 64, 64)
     """Output channels of the stride-2 conv layers of each camera's CNN."""
+    image_pool: Literal["flatten", "keypoints"] = "flatten"
+    """How each camera's CNN map becomes a feature: 'flatten' (a linear layer on the whole map) or
+    'keypoints' (spatial-softmax coordinates of `keypoints` learned attention maps and the mean
+    feature, wmsuite/nn/keypoints.py: where small objects are, as numbers; fewer stride-2 layers
+    keep a finer map for them)."""
+    keypoints: int = 32
+    """Attention maps of the 'keypoints' image pool."""
     feature_dim: int = 128
     """Width of each camera's image feature and of the state feature."""
     task_embed_dim: int = 0
@@ -99,6 +106,9 @@ class PolicyConfig:
             raise ValueError(f"prediction_type must be 'epsilon' or 'sample', got {self.prediction_type!r}")
         if self.task_embed_dim < 0:
             raise ValueError(f"task_embed_dim must be >= 0, got {self.task_embed_dim}")
+        if self.image_pool not in ("flatten", "keypoints") or self.keypoints < 1:
+            raise ValueError(f"image_pool must be 'flatten' or 'keypoints' and keypoints >= 1, got "
+                             f"{self.image_pool!r}, {self.keypoints}")
         if self.backbone not in ("mlp", "vla"):
             raise ValueError(f"backbone must be 'mlp' or 'vla', got {self.backbone!r}")
         if self.backbone == "vla":

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch import nn
 
+from wmsuite.nn.keypoints import keypoint_grid, spatial_softmax_xy
 from wmsuite.policies.config import PolicyConfig
 from wmsuite.policies.guidance import failure_guide
 from wmsuite.policies.normalize import Normalizer
@@ -47,9 +48,12 @@ Guide = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class ImageEncoder(nn.Module):
-    """(B, 3, S, S) in [-1, 1] -> (B, F): stride-2 conv + GroupNorm + Mish layers, flatten, linear."""
+    """(B, 3, S, S) in [-1, 1] -> (B, F): stride-2 conv + GroupNorm + Mish layers, then the map (B, C,
+    s, s) pooled by `pool` (PolicyConfig.image_pool): flattened, or K spatial-softmax keypoints
+    (B, 2K) and the mean feature (B, C); a linear layer and LayerNorm."""
 
-    def __init__(self, channels: tuple[int, ...], feature_dim: int, image_size: int) -> None:
+    def __init__(self, channels: tuple[int, ...], feature_dim: int, image_size: int, pool: str = "flatten",
+                 keypoints: int = 32) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         c_in = 3
@@ -58,10 +62,21 @@ class ImageEncoder(nn.Module):
             c_in = c
         self.conv = nn.Sequential(*layers)
         side = image_size // 2 ** len(channels)
-        self.proj = nn.Sequential(nn.Flatten(), nn.Linear(c_in * side * side, feature_dim), nn.LayerNorm(feature_dim))
+        self.pool = pool
+        if pool == "keypoints":
+            self.attention = nn.Conv2d(c_in, keypoints, 1)
+            self.register_buffer("grid", keypoint_grid(side, side), persistent=False)  # (s*s, 2)
+            self.proj = nn.Sequential(nn.Linear(2 * keypoints + c_in, feature_dim), nn.LayerNorm(feature_dim))
+        else:
+            self.proj = nn.Sequential(nn.Flatten(), nn.Linear(c_in * side * side, feature_dim),
+                                      nn.LayerNorm(feature_dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.conv(x))
+        f = self.conv(x)  # (B, C, s, s)
+        if self.pool == "keypoints":
+            xy = spatial_softmax_xy(self.attention(f), self.grid)  # (B, K, 2)
+            f = torch.cat([xy.flatten(1), f.mean(dim=(2, 3))], dim=1)  # (B, 2K + C)
+        return self.proj(f)
 
 
 class ObsEncoder(nn.Module):
@@ -70,8 +85,8 @@ class ObsEncoder(nn.Module):
     def __init__(self, cfg: PolicyConfig, low_dim: int) -> None:
         super().__init__()
         self.cfg = cfg
-        self.cnns = nn.ModuleDict({cam: ImageEncoder(cfg.channels, cfg.feature_dim, cfg.image_size)
-                                   for cam in cfg.cameras})
+        self.cnns = nn.ModuleDict({cam: ImageEncoder(cfg.channels, cfg.feature_dim, cfg.image_size, cfg.image_pool,
+                                                     cfg.keypoints) for cam in cfg.cameras})
         self.state_mlp = nn.Sequential(nn.Linear(low_dim, cfg.feature_dim), nn.Mish(),
                                        nn.Linear(cfg.feature_dim, cfg.feature_dim))
         self.out_dim = cfg.feature_dim * (len(cfg.cameras) + 1) + cfg.task_embed_dim

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from wmsuite.nn.keypoints import keypoint_grid, spatial_softmax_xy
+
 
 class FrameHeads(nn.Module):
     """One latent frame (N, C, s, s) -> normalised state (N, D), env_state (N, E), success_logit (N,),
@@ -64,14 +66,11 @@ class SpatialKeypoints(nn.Module):
             nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
         )
         self.attention = nn.Conv2d(width, keypoints, 1)
-        lin = torch.linspace(-1.0, 1.0, size)
-        gy, gx = torch.meshgrid(lin, lin, indexing="ij")
-        self.register_buffer("grid", torch.stack([gx.flatten(), gy.flatten()], dim=1), persistent=False)  # (s*s, 2)
+        self.register_buffer("grid", keypoint_grid(size, size), persistent=False)  # (s*s, 2)
 
     def forward(self, latents: torch.Tensor) -> torch.Tensor:
         f = self.trunk(latents)  # (N, W, s, s)
-        att = torch.softmax(self.attention(f).flatten(2), dim=-1)  # (N, K, s*s), each row sums to 1
-        xy = att @ self.grid  # (N, K, 2): expected coordinates
+        xy = spatial_softmax_xy(self.attention(f), self.grid)  # (N, K, 2): expected coordinates
         return torch.cat([xy.flatten(1), f.mean(dim=(2, 3))], dim=1)
 
 

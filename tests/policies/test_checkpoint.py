@@ -34,6 +34,19 @@ def test_save_load_same_actions_for_same_noise(kind, episodes, tmp_path):
     torch.testing.assert_close(half, before, atol=0.05, rtol=0)
 
 
+def test_keypoint_encoder_round_trips_and_bad_pools_are_refused(episodes, tmp_path):
+    policy = tiny_policy("flow", episodes, image_pool="keypoints", keypoints=4)
+    assert policy.encoder.cnns["top"].attention.out_channels == 4
+    obs = obs_batch(episodes)
+    noise = torch.randn(3, 4, 2, generator=torch.Generator().manual_seed(1))
+    save_policy(policy, tmp_path / "kp")
+    loaded = load_policy(tmp_path / "kp")
+    assert loaded.cfg.image_pool == "keypoints"
+    assert torch.equal(policy.predict_action_chunk(obs, noise=noise), loaded.predict_action_chunk(obs, noise=noise))
+    with pytest.raises(ValueError, match="image_pool"):
+        PolicyConfig(image_pool="mean")
+
+
 def test_missing_normalisation_stats_raise(episodes, tmp_path):
     policy = tiny_policy("flow", episodes)
     save_policy(policy, tmp_path / "ckpt")

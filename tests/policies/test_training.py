@@ -68,7 +68,8 @@ def test_beta_time_distribution_has_pi0_mean():
 
 
 @pytest.mark.parametrize("kind,extra", [("flow", {}), ("diffusion", {"prediction_type": "sample"}),
-                                        ("diffusion", {"prediction_type": "epsilon"})])
+                                        ("diffusion", {"prediction_type": "epsilon"}),
+                                        ("flow", {"image_pool": "keypoints", "keypoints": 8})])
 def test_tiny_policy_overfits_one_chunk(kind, extra, episodes):
     """500 Adam steps on one window: every sampled chunk lands within 10% of the action range."""
     torch.manual_seed(0)
