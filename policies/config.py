@@ -121,6 +121,9 @@ class PolicyConfig:
                                  f"{self.instruction_bytes}")
             if self.failure_head:
                 raise ValueError("the VLA backbone has no failure head yet; train it with --method bc or habc")
+            if self.image_pool != "flatten":
+                raise ValueError("image_pool is the MLP backbone's CNN readout; the VLA reads image patches "
+                                 "(--policy.vla-patch): leave --policy.image-pool at 'flatten'")
         if self.beta_alpha <= 0 or self.beta_beta <= 0:
             raise ValueError(f"beta_alpha and beta_beta must be > 0, got {self.beta_alpha}, {self.beta_beta}")
         if self.num_inference_steps > self.num_train_timesteps and self.kind == "diffusion":

@@ -45,6 +45,8 @@ def test_keypoint_encoder_round_trips_and_bad_pools_are_refused(episodes, tmp_pa
     assert torch.equal(policy.predict_action_chunk(obs, noise=noise), loaded.predict_action_chunk(obs, noise=noise))
     with pytest.raises(ValueError, match="image_pool"):
         PolicyConfig(image_pool="mean")
+    with pytest.raises(ValueError, match="image_pool"):  # the VLA has no CNN readout to pool
+        PolicyConfig(backbone="vla", image_pool="keypoints")
 
 
 def test_missing_normalisation_stats_raise(episodes, tmp_path):
