@@ -12,7 +12,6 @@ leave malloc as it is; elsewhere than Linux with glibc this does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 
@@ -31,6 +30,6 @@ def keep_freed_memory() -> bool:
         return False
     if platform.libc_ver()[0] != "glibc":
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc = ctypes.CDLL(None)  # the process's own symbols, glibc's mallopt among them (no library search)
     # mallopt returns 1 on success; the mmap threshold first, as the trim threshold is read against it
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))

@@ -126,7 +126,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
     def __init__(self, model: LatentWorldModel, context_source: ContextSource, num_envs: int = 1,
                  horizon: int = 20, action_low: float = -1.0, action_high: float = 1.0,
                  success_threshold: float = 0.5, terminate_on_success: bool = True,
-                 sampling_steps: int | None = None, device: str = "cpu", seed: int = 0,
+                 sampling_steps: int | None = None, device: str | None = None, seed: int = 0,
                  success_fn: Callable[[np.ndarray], np.ndarray] | None = None, judge: str = "head",
                  tracking: ObjectTracking | None = None, static_state: slice | None = None,
                  round_trip: bool = False, idm_stop: float | None = None,
@@ -165,6 +165,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             raise ValueError("round_trip_model plays episodes back for the round trip; add round_trip=True")
         if round_trip:
             check_backward_model(model, round_trip_model)
+        device = device if device is not None else model.state_mean.device  # None: where the model is
         if round_trip_model is not None:
             round_trip_model = round_trip_model.to(device).eval()
         self.static_state, self.round_trip, self.idm_stop = static_state, round_trip, idm_stop
