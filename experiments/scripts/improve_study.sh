@@ -3,11 +3,14 @@
 # gets the same rounds of rollouts (same seeds, the expert intervening), the same update steps, and
 # the same real-simulator evaluation scenes. Recipes are fixed here before any run (guidance scale 1,
 # critic warm-up 200 steps, threshold 0.5, 8 expert steps); nothing is tuned on the figures.
-# Stages (STAGE=...; default all): data, bc, rounds (METHODS, default "bc afil habc both"), summary.
+# Stages (STAGE=...; default all): data, bc, bcval, rounds (METHODS, default "bc afil habc both"), summary.
 #   ENV (default wmsuite/PushCube-v0), SIM (real | wm; WM the world model with SIM=wm), ROUNDS (2),
 #   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000),
 #   INTERVENE (the intervening policy, expert@1; "none": the policy's own rollouts only, so that its
-#   failures, not the expert's corrections, make up the data; runs are then named METHOD-SIM-solo).
+#   failures, not the expert's corrections, make up the data; runs are then named METHOD-SIM-solo),
+#   BC_STEPS (the BC start's training steps, 2000), BC_CKPT (the start: latest, or step_N of the BC run).
+# Stage bcval: the BC run's checkpoints on validation seeds (100 episodes from 950000, apart from the
+#   evaluation's), to choose BC_STEPS / BC_CKPT without touching the reported seeds.
 # Evaluation seeds start at 900000 (apart from the demonstrations', the rollouts' and every zoo's).
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
@@ -27,13 +30,19 @@ if stage data; then  # a small, noisy demonstration set: BC alone leaves room to
 fi
 if stage bc; then
   wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
-      --policy.horizon 8 --policy.n-action-steps 4 --train.steps 2000 --threads 1 --seed 0 || \
+      --policy.horizon 8 --policy.n-action-steps 4 --train.steps "${BC_STEPS:-2000}" --threads 1 --seed 0 || \
   wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
-      --policy.horizon 8 --policy.n-action-steps 4 --train.steps 2000 --threads 1 --seed 0 --resume
+      --policy.horizon 8 --policy.n-action-steps 4 --train.steps "${BC_STEPS:-2000}" --threads 1 --seed 0 --resume
+fi
+if stage bcval; then
+  for ck in "$OUT"/bc/step_*; do
+    wmsuite eval-policy --env "$ENV" --policy "$ck" --episodes 100 --seed 950000 --num-envs 2 --videos 0 --threads 1 \
+        --out "$OUT/bcval/$(basename "$ck")" | tail -1
+  done
 fi
 if stage rounds; then
   for m in ${METHODS:-bc afil habc both}; do
-    args=(--env "$ENV" --data "$DEMOS" --init "$OUT/bc" --method "$m" --rounds "${ROUNDS:-2}"
+    args=(--env "$ENV" --data "$DEMOS" --init "$OUT/bc/${BC_CKPT:-latest}" --method "$m" --rounds "${ROUNDS:-2}"
           --episodes "${EPISODES:-200}" --eval-episodes "${EVAL:-200}" --eval-seed 900000 --sim "$SIM"
           --train.steps "${STEPS:-1000}" --num-envs 2 --out "$OUT/$m-$SIM$SUFFIX")
     [[ $INTERVENE == none ]] || args+=(--intervene "$INTERVENE")
