@@ -38,6 +38,11 @@ class PolicyConfig:
     """Width of each camera's image feature and of the state feature."""
     task_embed_dim: int = 0
     """Width of a task/language embedding passed in obs['task_embedding'] (0: single-task, no slot)."""
+    aux_state_weight: float = 0.0
+    """Weight of an auxiliary training loss: a linear layer on the observation features
+    (`ChunkPolicy.features`) predicts the standardised `environment_state`, so that the encoder must
+    represent where the objects are, while the policy still acts from pixels (0: off). The state is
+    a target here, not an input: it needs use_env_state off and at least one camera."""
     hidden_dim: int = 256
     """Width of the action head's MLP."""
     head_layers: int = 3
@@ -109,6 +114,11 @@ class PolicyConfig:
         if self.image_pool not in ("flatten", "keypoints") or self.keypoints < 1:
             raise ValueError(f"image_pool must be 'flatten' or 'keypoints' and keypoints >= 1, got "
                              f"{self.image_pool!r}, {self.keypoints}")
+        if self.aux_state_weight < 0:
+            raise ValueError(f"aux_state_weight must be >= 0, got {self.aux_state_weight}")
+        if self.aux_state_weight and (self.use_env_state or not self.cameras):
+            raise ValueError("aux_state_weight teaches the image features the environment state: it needs "
+                             "cameras and use_env_state off (with the state as an input there is nothing to learn)")
         if self.backbone not in ("mlp", "vla"):
             raise ValueError(f"backbone must be 'mlp' or 'vla', got {self.backbone!r}")
         if self.backbone == "vla":

@@ -82,7 +82,8 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     """The loss of `method` on a LabelledWindows batch (module docstring); `weighted`: HABC's gate acts
     (past its warm-up), else HABC weighs as bc. time_scale: T of the efficiency critic's units."""
     dev = policy.device
-    cond = policy.encode(policy.batch_obs(batch), channels_first=True, augment=policy.training)  # (B, C) or a VLA's (B, P, C)
+    obs = policy.batch_obs(batch)
+    cond = policy.encode(obs, channels_first=True, augment=policy.training)  # (B, C) or a VLA's (B, P, C)
     # (B, H, A); a rollout's actions outside the statistics' range (an --init start's) are where it can act
     actions = policy.normalizer.action_to_unit(batch["actions"].to(dev)).clamp(-1.0, 1.0)
     mask = ~batch["action_is_pad"].to(dev)
@@ -118,6 +119,9 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     bc, _ = policy.head.loss(cond, actions, mask, w, generator)
     total = total + bc
     logs.update({"loss/policy": float(bc.detach()), "weight/mean": float(w.mean()), "failed_share": float(failed.float().mean())})
+    if policy.aux_state is not None:
+        aux = policy.aux_state_loss(cond, obs["environment_state"])
+        total, logs["loss/aux_state"] = total + policy.cfg.aux_state_weight * aux, float(aux.detach())
     if method in ("afil", "both") and failed.any():
         fail, _ = policy.fail_head.loss(cond, actions, mask, failed.float(), generator)
         total, logs["loss/failure_head"] = total + fail, float(fail.detach())

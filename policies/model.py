@@ -230,7 +230,7 @@ class ChunkPolicy(nn.Module):
             raise ValueError("PolicyConfig.cameras is None; name the cameras the policy reads (() for none)")
         self.cfg = cfg
         self.dims = {k: int(v) for k, v in dims.items()}
-        self.normalizer = Normalizer(stats, cfg.use_env_state, self.dims)
+        self.normalizer = Normalizer(stats, cfg.use_env_state or cfg.aux_state_weight > 0, self.dims)
         low_dim = self.dims["agent_pos"] + (self.dims["environment_state"] if cfg.use_env_state else 0)
         if cfg.backbone == "vla":  # cond is the prefix tokens (B, P, C); the head's denoiser is the transformer
             self.encoder = VLAPrefix(cfg, low_dim)
@@ -242,6 +242,8 @@ class ChunkPolicy(nn.Module):
         self.fail_head = ActionHead(cfg, self.dims["action"], self.encoder.out_dim) if cfg.failure_head else None
         feature_dim = cfg.vla_dim if cfg.backbone == "vla" else self.encoder.out_dim
         self.critics = Critics(feature_dim, cfg.horizon * self.dims["action"]) if cfg.critics else None
+        # training only: the features predict the environment state (PolicyConfig.aux_state_weight)
+        self.aux_state = nn.Linear(feature_dim, self.dims["environment_state"]) if cfg.aux_state_weight else None
         self.n_action_steps = cfg.n_action_steps
         self._queue = ChunkQueue(cfg.n_action_steps)
 
@@ -321,7 +323,17 @@ class ChunkPolicy(nn.Module):
         if weight is None and "weight" in batch:
             weight = batch["weight"]
         loss, per_sample = self.head.loss(cond, actions, mask, weight, generator)
-        return loss, {"loss": float(loss.detach()), "loss_unweighted": float(per_sample.detach().mean())}
+        logs = {"loss_unweighted": float(per_sample.detach().mean())}
+        if self.aux_state is not None:
+            aux = self.aux_state_loss(cond, obs["environment_state"])
+            loss, logs["loss/aux_state"] = loss + self.cfg.aux_state_weight * aux, float(aux.detach())
+        return loss, {"loss": float(loss.detach()), **logs}
+
+    def aux_state_loss(self, cond: torch.Tensor, env_state: torch.Tensor) -> torch.Tensor:
+        """() mean squared error of the features' prediction of the standardised environment state
+        (B, E) (PolicyConfig.aux_state_weight; unweighted)."""
+        target = self.normalizer.standardize("environment_state", env_state.to(cond.device).float())  # (B, E)
+        return F.mse_loss(self.aux_state(self.features(cond)), target)
 
     def batch_obs(self, batch: dict[str, Any], part: str = "context") -> dict[str, Any]:
         """A WindowDataset batch's last `part` ('context' or 'future') observation, channels first,

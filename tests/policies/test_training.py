@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils.data import default_collate
 
 from tests.policies.conftest import tiny_policy, window_batch
-from wmsuite.policies import POLICY_KINDS
+from wmsuite.policies import POLICY_KINDS, PolicyConfig, load_policy, save_policy
+from wmsuite.policies.improve import LabelledWindows, improvement_loss
 from wmsuite.policies.model import _beta_sample
 
 OVERFIT_STEPS = 500
@@ -99,3 +101,40 @@ def test_tiny_policy_overfits_one_chunk(kind, extra, episodes):
     tolerance = 0.1 * float((all_actions.max(0).values - all_actions.min(0).values).min())
     err = (chunks - target).abs().flatten(1).max(1).values  # (8,)
     assert (err < tolerance).all(), (err, tolerance)
+
+
+def test_aux_state_loss_is_the_features_error_on_the_standardised_state(episodes, tmp_path):
+    """PolicyConfig.aux_state_weight: the loss is the head's plus weight x the MSE of a linear
+    prediction of (env_state - mean) / std from the features, computed here by hand; its gradient
+    reaches the image CNN; the layer survives save/load; the state as an input is refused."""
+    policy = tiny_policy("flow", episodes, aux_state_weight=0.5).eval()  # eval: no image augmentation
+    batch = window_batch(episodes)
+    loss, logs = policy(batch, generator=torch.Generator().manual_seed(3))
+    cond = policy.encode(policy.batch_obs(batch), channels_first=True)
+    head, _ = policy.head.loss(cond, policy.normalizer.action_to_unit(batch["actions"]), ~batch["action_is_pad"], None,
+                               torch.Generator().manual_seed(3))
+    env = torch.cat([torch.from_numpy(e.env_state) for e in episodes])
+    target = (batch["context_env_state"][:, -1] - env.mean(0)) / env.std(0, unbiased=False)
+    aux = ((policy.aux_state(cond) - target) ** 2).mean()  # the MLP backbone's features are cond itself
+    torch.testing.assert_close(loss, head + 0.5 * aux, rtol=1e-5, atol=1e-6)
+    assert logs["loss/aux_state"] == pytest.approx(float(aux.detach()), rel=1e-5)
+
+    conv = policy.encoder.cnns["top"].conv[0].weight
+    policy.zero_grad()
+    policy.aux_state_loss(policy.encode(policy.batch_obs(batch), channels_first=True), batch["context_env_state"][:, -1]).backward()
+    assert conv.grad is not None and conv.grad.abs().sum() > 0
+
+    data = LabelledWindows(episodes, [], 4, 2, ("top",))  # the improvement rounds' loss carries the same term
+    _, logs = improvement_loss(policy, default_collate([data[i] for i in range(4)]), "bc", time_scale=12, weighted=False)
+    assert logs["loss/aux_state"] > 0
+
+    save_policy(policy, tmp_path / "aux")
+    loaded = load_policy(tmp_path / "aux")
+    assert loaded.cfg.aux_state_weight == 0.5 and torch.equal(loaded.aux_state.weight, policy.aux_state.weight)
+    assert tiny_policy("flow", episodes).aux_state is None
+    with pytest.raises(ValueError, match="use_env_state off"):
+        PolicyConfig(aux_state_weight=1.0, use_env_state=True, cameras=("top",))
+    with pytest.raises(ValueError, match="cameras"):
+        PolicyConfig(aux_state_weight=1.0, cameras=())
+    with pytest.raises(ValueError, match=">= 0"):
+        PolicyConfig(aux_state_weight=-1.0)
