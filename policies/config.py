@@ -116,7 +116,7 @@ class PolicyConfig:
                              f"{self.image_pool!r}, {self.keypoints}")
         if self.aux_state_weight < 0:
             raise ValueError(f"aux_state_weight must be >= 0, got {self.aux_state_weight}")
-        if self.aux_state_weight and (self.use_env_state or not self.cameras):
+        if self.aux_state_weight and (self.use_env_state or self.cameras == ()):  # None: the data's cameras
             raise ValueError("aux_state_weight teaches the image features the environment state: it needs "
                              "cameras and use_env_state off (with the state as an input there is nothing to learn)")
         if self.backbone not in ("mlp", "vla"):

@@ -12,8 +12,8 @@
 #   heads     the heads pass on real and generated frames (detector labels), as after every phase
 #             of the shipped recipe
 #   export    float16 copy at $RUN-export (3 sampling steps)
-#   fidelity  eval-wm forward and backward on the held-out file (choices are made on the
-#             validation file, data/pushcube_val.hdf5: FIDELITY_DATA)
+#   fidelity  eval-wm forward and backward on FIDELITY_DATA: the validation file by default
+#             (data/pushcube_val.hdf5, where choices are made), the held-out file for reported figures
 # Data: bash experiments/scripts/pushcube_data.sh.
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}

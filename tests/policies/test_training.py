@@ -138,3 +138,4 @@ def test_aux_state_loss_is_the_features_error_on_the_standardised_state(episodes
         PolicyConfig(aux_state_weight=1.0, cameras=())
     with pytest.raises(ValueError, match=">= 0"):
         PolicyConfig(aux_state_weight=-1.0)
+    assert PolicyConfig(aux_state_weight=1.0).cameras is None  # the data's cameras, filled in by train-policy
