@@ -88,6 +88,11 @@ class PolicyConfig:
     """HABC's viability and efficiency critics on the encoder's features (policies/weighting.py),
     trained beside the action head and saved with the policy."""
 
+    @property
+    def reads_env_state(self) -> bool:
+        """Whether the policy needs `environment_state` statistics: as an input, or as the auxiliary target."""
+        return self.use_env_state or self.aux_state_weight > 0
+
     def __post_init__(self) -> None:
         self.cameras = None if self.cameras is None else tuple(self.cameras)
         if not self.guidance_scale >= 0:

@@ -119,9 +119,7 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     bc, _ = policy.head.loss(cond, actions, mask, w, generator)
     total = total + bc
     logs.update({"loss/policy": float(bc.detach()), "weight/mean": float(w.mean()), "failed_share": float(failed.float().mean())})
-    if policy.aux_state is not None:
-        aux = policy.aux_state_loss(cond, obs["environment_state"])
-        total, logs["loss/aux_state"] = total + policy.cfg.aux_state_weight * aux, float(aux.detach())
+    total = policy.add_aux_state(total, cond, obs["environment_state"], logs)
     if method in ("afil", "both") and failed.any():
         fail, _ = policy.fail_head.loss(cond, actions, mask, failed.float(), generator)
         total, logs["loss/failure_head"] = total + fail, float(fail.detach())

@@ -68,8 +68,7 @@ class ImageEncoder(nn.Module):
             self.register_buffer("grid", keypoint_grid(side, side), persistent=False)  # (s*s, 2)
             self.proj = nn.Sequential(nn.Linear(2 * keypoints + c_in, feature_dim), nn.LayerNorm(feature_dim))
         else:
-            self.proj = nn.Sequential(nn.Flatten(), nn.Linear(c_in * side * side, feature_dim),
-                                      nn.LayerNorm(feature_dim))
+            self.proj = nn.Sequential(nn.Flatten(), nn.Linear(c_in * side * side, feature_dim), nn.LayerNorm(feature_dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.conv(x)  # (B, C, s, s)
@@ -230,7 +229,7 @@ class ChunkPolicy(nn.Module):
             raise ValueError("PolicyConfig.cameras is None; name the cameras the policy reads (() for none)")
         self.cfg = cfg
         self.dims = {k: int(v) for k, v in dims.items()}
-        self.normalizer = Normalizer(stats, cfg.use_env_state or cfg.aux_state_weight > 0, self.dims)
+        self.normalizer = Normalizer(stats, cfg.reads_env_state, self.dims)
         low_dim = self.dims["agent_pos"] + (self.dims["environment_state"] if cfg.use_env_state else 0)
         if cfg.backbone == "vla":  # cond is the prefix tokens (B, P, C); the head's denoiser is the transformer
             self.encoder = VLAPrefix(cfg, low_dim)
@@ -324,16 +323,19 @@ class ChunkPolicy(nn.Module):
             weight = batch["weight"]
         loss, per_sample = self.head.loss(cond, actions, mask, weight, generator)
         logs = {"loss_unweighted": float(per_sample.detach().mean())}
-        if self.aux_state is not None:
-            aux = self.aux_state_loss(cond, obs["environment_state"])
-            loss, logs["loss/aux_state"] = loss + self.cfg.aux_state_weight * aux, float(aux.detach())
+        loss = self.add_aux_state(loss, cond, obs["environment_state"], logs)
         return loss, {"loss": float(loss.detach()), **logs}
 
-    def aux_state_loss(self, cond: torch.Tensor, env_state: torch.Tensor) -> torch.Tensor:
-        """() mean squared error of the features' prediction of the standardised environment state
-        (B, E) (PolicyConfig.aux_state_weight; unweighted)."""
+    def add_aux_state(self, loss: torch.Tensor, cond: torch.Tensor, env_state: torch.Tensor,
+                      logs: dict[str, float]) -> torch.Tensor:
+        """`loss` plus aux_state_weight x the MSE of the features' prediction of the standardised
+        environment state (B, E), logged unweighted as logs['loss/aux_state']; `loss` itself without the head."""
+        if self.aux_state is None:
+            return loss
         target = self.normalizer.standardize("environment_state", env_state.to(cond.device).float())  # (B, E)
-        return F.mse_loss(self.aux_state(self.features(cond)), target)
+        aux = F.mse_loss(self.aux_state(self.features(cond)), target)
+        logs["loss/aux_state"] = float(aux.detach())
+        return loss + self.cfg.aux_state_weight * aux
 
     def batch_obs(self, batch: dict[str, Any], part: str = "context") -> dict[str, Any]:
         """A WindowDataset batch's last `part` ('context' or 'future') observation, channels first,

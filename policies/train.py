@@ -37,7 +37,7 @@ def build_policy(episodes: Sequence[Episode], cfg: PolicyConfig) -> ChunkPolicy:
         raise ValueError(f"--policy.cameras names {missing}, which the data lacks; it has {first.cameras}")
     dims = {"action": first.actions.shape[1], "agent_pos": first.state.shape[1],
             "environment_state": first.env_state.shape[1]}
-    return ChunkPolicy(cfg, dims, compute_stats(episodes, cfg.use_env_state or cfg.aux_state_weight > 0))
+    return ChunkPolicy(cfg, dims, compute_stats(episodes, cfg.reads_env_state))
 
 
 def train_policy(trainer: Trainer, episodes: Sequence[Episode], cfg: PolicyConfig, tcfg: TrainerConfig = POLICY_TRAINER,

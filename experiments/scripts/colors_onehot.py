@@ -33,14 +33,14 @@ class OneHotsOnly(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        named = _named()
+        self.named = named = _named()
         space = env.observation_space["environment_state"]
         spaces = dict(env.observation_space.spaces)
         spaces["environment_state"] = gym.spaces.Box(space.low[named], space.high[named], dtype=space.dtype)
         self.observation_space = gym.spaces.Dict(spaces)
 
     def observation(self, obs: dict) -> dict:
-        return {**obs, "environment_state": obs["environment_state"][_named()].copy()}
+        return {**obs, "environment_state": obs["environment_state"][self.named].copy()}
 
 
 def make(**kwargs) -> gym.Env:

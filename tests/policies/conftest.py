@@ -29,8 +29,8 @@ def tiny_policy(kind: str, episodes, **overrides):
     ep = episodes[0]
     dims = {"action": ep.actions.shape[1], "agent_pos": ep.state.shape[1], "environment_state": ep.env_state.shape[1]}
     cfg = {**TINY, **overrides}
-    return make_policy(kind, dims, compute_stats(episodes, cfg.get("use_env_state", False) or cfg.get("aux_state_weight", 0) > 0),
-                       **cfg)
+    reads_env_state = cfg.get("use_env_state", False) or cfg.get("aux_state_weight", 0) > 0
+    return make_policy(kind, dims, compute_stats(episodes, reads_env_state), **cfg)
 
 
 def obs_batch(episodes, b: int = 3):

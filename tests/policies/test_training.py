@@ -121,7 +121,8 @@ def test_aux_state_loss_is_the_features_error_on_the_standardised_state(episodes
 
     conv = policy.encoder.cnns["top"].conv[0].weight
     policy.zero_grad()
-    policy.aux_state_loss(policy.encode(policy.batch_obs(batch), channels_first=True), batch["context_env_state"][:, -1]).backward()
+    cond = policy.encode(policy.batch_obs(batch), channels_first=True)
+    policy.add_aux_state(torch.zeros(()), cond, batch["context_env_state"][:, -1], {}).backward()
     assert conv.grad is not None and conv.grad.abs().sum() > 0
 
     data = LabelledWindows(episodes, [], 4, 2, ("top",))  # the improvement rounds' loss carries the same term
