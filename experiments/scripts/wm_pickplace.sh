@@ -11,8 +11,10 @@
 #             diffusion state policy trained with another seed (2) than the zoo's on the expert's
 #             successes (data/pickplace_noisy.hdf5), 100 episodes of each of four checkpoints (flow
 #             300 / 1,000 / 3,000, diffusion 2,000: none of them a zoo policy) into
-#             data/pickplace/learned.hdf5, the expert file linked beside it as data/pickplace/expert.hdf5
-#             (train-wm reads a directory's files together; DATA=data/pickplace then trains on both)
+#             $LEARNED_DIR/learned.hdf5 (default data/pickplace), the expert file linked beside it as
+#             $LEARNED_DIR/expert.hdf5 (train-wm reads a directory's files together; DATA=$LEARNED_DIR
+#             then trains on both); LEARNED_EPISODES per checkpoint (default 100) sets the learned
+#             episodes' share of the windows
 #   dynamics  train-wm --init-from $INIT (default assets:wm/pushcube), lr $LR (default 3e-4), one core,
 #             MINUTES (default 80) per run; a rerun goes on from the run's train state up to STEPS
 #             (default 11000)
@@ -50,12 +52,13 @@ if stage learned; then
       --out runs/pp-flow-seed2 --policy.kind flow "${S[@]}" --train.steps 3000
   [ -e runs/pp-diffusion-seed2/step_2000 ] || wmsuite train-policy --data data/pickplace_noisy.hdf5 \
       --out runs/pp-diffusion-seed2 --policy.kind diffusion --policy.prediction-type epsilon "${S[@]}" --train.steps 2000
-  mkdir -p data/pickplace
-  [ -e data/pickplace/expert.hdf5 ] || ln -s ../pickplace_train.hdf5 data/pickplace/expert.hdf5
+  LD=${LEARNED_DIR:-data/pickplace}
+  mkdir -p "$LD"
+  [ -e "$LD/expert.hdf5" ] || ln -s "$(realpath data/pickplace_train.hdf5)" "$LD/expert.hdf5"
   i=0
   for ck in pp-flow-seed2/step_300 pp-flow-seed2/step_1000 pp-flow-seed2/step_3000 pp-diffusion-seed2/step_2000; do
-    wmsuite collect --env $ENV --policy "runs/$ck" --episodes 100 --seed $((870000 + 1000 * i)) --image-size 64 \
-        --num-envs 1 --out data/pickplace/learned.hdf5 --append
+    wmsuite collect --env $ENV --policy "runs/$ck" --episodes "${LEARNED_EPISODES:-100}" --seed $((870000 + 1000 * i)) \
+        --image-size 64 --num-envs 1 --out "$LD/learned.hdf5" --append
     i=$((i + 1))
   done
 fi
