@@ -27,6 +27,7 @@ from torch import nn
 from wmsuite.cuda_ops import SharedPrefixLayout
 from wmsuite.nn import BlockConfig, SharedPrefixBlock
 from wmsuite.policies.config import PolicyConfig
+from wmsuite.policies.encoders import time_embedding
 
 TIME_DIM = 64
 
@@ -79,8 +80,6 @@ class VLADenoiser(nn.Module):
 
     def suffix(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """x (B, N, H, A), t (B,) in [0, 1000] -> suffix tokens (B, N, H, C)."""
-        from wmsuite.policies.model import time_embedding  # model.py imports this module
-
         temb = self.time(time_embedding(t, TIME_DIM).to(x.dtype))  # (B, C)
         return self.inp(x) + self.step + temb[:, None, None]
 
