@@ -19,6 +19,7 @@ on backward windows only (`p_backward` 1), sharing its codec. Learning both dire
 of the simulator's size costs its forward closed loop (experiments/trust_journal.md); a copy of its
 own leaves the simulator exactly as it was and adds only the round trip's cost. Its landing point is
 read with the simulator's heads, so the object-space error is measured in the simulator's own terms.
+The shipped PushCube simulators' copy is assets/wm/pushcube-back.
 
 The calibrator that turns these signals into one trust score per rollout is
 world_models/calibrator.py.
@@ -52,8 +53,9 @@ def check_backward_model(model: LatentWorldModel, backward: LatentWorldModel | N
     on backward windows and, when it is a second model, with `model`'s context, chunk and action size
     and the very same codec (its latents are the simulator's; a copy fine-tuned from the simulator
     keeps the codec frozen)."""
-    fix = ("fine-tune a backward copy of the simulator (for the shipped PushCube model: STAGE=train bash "
-           "experiments/scripts/trust_backward_copy.sh)")
+    fix = ("for the shipped PushCube simulators pass the shipped backward copy (--round-trip-wm "
+           "assets:wm/pushcube-back); for another simulator fine-tune a backward copy of it (the train stage "
+           "of experiments/scripts/trust_backward_copy.sh)")
     if backward is None:
         if model.cfg.p_backward <= 0:
             raise ValueError(f"the round trip needs a model that steps backward, and the simulator was trained "

@@ -2,9 +2,11 @@
 # #26's figures with the round trip played back by a backward copy of the shipped model: the
 # simulator ($WM, default the shipped one) imagines exactly as without the round trip, and the copy
 # ($BACK) steps backward only. Stages (STAGE=...; default all, in this order):
-#   train    the copy: the shipped model fine-tuned 3,250 steps on backward windows only (to STEPS,
-#            default 38250; lr 1.5e-4, no heads pass: the simulator's heads read its frames); about
-#            23 min on one core
+#   train    the copy: the shipped model fine-tuned 8,000 steps on backward windows only (to STEPS,
+#            default 43000; lr 1.5e-4, no heads pass: the simulator's heads read its frames); about
+#            75 min on one core. The shipped copy, assets/wm/pushcube-back, is this run at the
+#            checkpoint its model card names (chosen on the validation file); BACK=assets/wm/pushcube-back
+#            runs the other stages with it (the study stage then rewrites its calibrator and bank)
 #   novelty  the scene-novelty bank of the simulator's training frames ($NOVELTY; world_models/novelty.py)
 #   study    open loop on recorded episodes: signals against the truth and the calibrator, fitted
 #            on data/pushcube_val.hdf5, measured on data/pushcube_heldout.hdf5, with start and
@@ -29,7 +31,7 @@ RAMP=${RAMP-0.9}
 NOVELTY=${NOVELTY:-runs/novelty.safetensors}
 mkdir -p "$OUT"
 if [[ $STAGE == train || $STAGE == all ]]; then
-  OUT=${BACK%-export} STEPS=${STEPS:-38250} P_BACKWARD=1.0 LR=1.5e-4 HEADS=0 THREADS=1 \
+  OUT=${BACK%-export} STEPS=${STEPS:-43000} P_BACKWARD=1.0 LR=1.5e-4 HEADS=0 THREADS=1 \
       bash experiments/scripts/wm_backward_train.sh
 fi
 if [[ $STAGE == novelty || $STAGE == all ]]; then

@@ -68,7 +68,7 @@ def test_unknown_env_ids_wrong_checkpoints_and_kwargs(tmp_path, capsys):
                  "--out", str(tmp_path / "d")]) == 2
     assert "keyword arguments do not fit GoToOrigin" in one_error(capsys)
     assert main(["eval", "--round-trip", "--out", str(tmp_path / "e")]) == 2  # the shipped model: forward only
-    assert "trust_backward_copy.sh" in one_error(capsys)
+    assert "--round-trip-wm assets:wm/pushcube-back" in one_error(capsys)
     with pytest.raises(SystemExit) as exit_:  # a config error: the parser stops with code 2
         main(["eval", "--real-episodes", "50", "--out", str(tmp_path / "f")])
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())  # tyro's boxed message, re-wrapped

@@ -270,3 +270,48 @@ def test_the_shipped_pickplace_model_reads_its_real_start_and_steps():
     obs, *_ = env.step(np.zeros((2, *env.single_action_space.shape), np.float32))
     assert obs["pixels"]["front"].shape == (2, 64, 64, 3)
     env.close()
+
+
+def test_the_shipped_backward_copy_plays_a_real_push_back_to_where_it_started():
+    """assets/wm/pushcube-back fits both shipped PushCube simulators (their codec, context, chunk and
+    action size) and, played back from the real frames that end a push of a real expert episode with
+    the push's actions reversed, puts the cube (read by the simulator's heads) back near where the
+    push started it; the forward-only simulator asked to do the same does not."""
+    from wmsuite.envs.experts import make_expert
+    from wmsuite.envs.probes import get_probe
+    from wmsuite.eval_harness.abstention import CalibratedTrust
+    from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+    from wmsuite.specs import CALIBRATION, file_digest, resolve_asset
+    from wmsuite.world_models import load_world_model, resolve_checkpoint
+    from wmsuite.world_models.trust import check_backward_model, round_trip_error
+
+    sim, back = load_world_model("assets:wm/pushcube"), load_world_model("assets:wm/pushcube-back")
+    check_backward_model(sim, back)
+    check_backward_model(load_world_model("assets:wm/pushcube-fast"), back)
+    assert back.cfg.p_backward == 1.0
+    where = {name: resolve_checkpoint(resolve_asset(f"assets:wm/{name}")) for name in ("pushcube", "pushcube-fast")}
+    digest = {name: file_digest(path) for name, path in where.items()}
+    calibration = resolve_checkpoint(resolve_asset("assets:wm/pushcube-back")) / CALIBRATION  # and its novelty bank
+    assert CalibratedTrust.load(calibration, sim.cfg.chunk, simulator=digest["pushcube"]).calibrator.novelty_limit
+    with pytest.raises(ValueError, match="fitted on the rollouts of another world model"):
+        CalibratedTrust.load(calibration, sim.cfg.chunk, simulator=digest["pushcube-fast"])
+    probe = get_probe("wmsuite/PushCube-v0")
+    env = make_vector_env(probe.env_id, 1, asynchronous=False)
+    ep = next(rollout(make_expert(probe.env_id, skill=1.0, seed=0), env, RolloutConfig(episodes=1, seed=5,
+                                                                                        progress=False)))
+    env.close()
+    cube = probe.object_xy_from_env_state(ep.env_state)  # (T+1, 2) metres
+    n, k = 12, sim.cfg.context
+    t0 = int(np.argmax(np.linalg.norm(cube[n:] - cube[:-n], axis=1)))  # the window where the cube moves most
+    moved = float(np.linalg.norm(cube[t0 + n] - cube[t0]))
+    assert moved > 0.04  # a real push: the check below means something
+    frames = torch.from_numpy(ep.obs["top"][t0 : t0 + n + 1].transpose(0, 3, 1, 2).copy())  # (n+1, 3, S, S)
+    latents = sim.codec.encode(frames)  # (n+1, C, s, s)
+    actions = torch.from_numpy(ep.actions[t0 : t0 + n]).float()[None]  # (1, n, A)
+    env_state = torch.from_numpy(ep.env_state[t0]).float()[None]  # (1, E)
+    out = round_trip_error(sim, latents[:1], latents[None, n - k + 1 :], actions, env_state, backward=back,
+                           generator=torch.Generator().manual_seed(0))
+    landed = float(out["env_state"][0, probe.object_xy].norm())
+    own = round_trip_error(sim, latents[:1], latents[None, n - k + 1 :], actions, env_state,
+                           generator=torch.Generator().manual_seed(0))  # no copy: the simulator itself
+    assert landed < 0.25 * moved < float(own["env_state"][0, probe.object_xy].norm()), (landed, moved)
