@@ -54,8 +54,8 @@ def check_backward_model(model: LatentWorldModel, backward: LatentWorldModel | N
     and the very same codec (its latents are the simulator's; a copy fine-tuned from the simulator
     keeps the codec frozen)."""
     fix = ("for the shipped PushCube simulators pass the shipped backward copy (--round-trip-wm "
-           "assets:wm/pushcube-back); for another simulator fine-tune a backward copy of it (the train stage "
-           "of experiments/scripts/trust_backward_copy.sh)")
+           "assets:wm/pushcube-back); for another simulator fine-tune a backward copy of it on backward windows "
+           "only, as experiments/scripts/wm_backward_train.sh does for the shipped one")
     if backward is None:
         if model.cfg.p_backward <= 0:
             raise ValueError(f"the round trip needs a model that steps backward, and the simulator was trained "

@@ -54,7 +54,7 @@ if stage learned; then
       --out runs/pp-diffusion-seed2 --policy.kind diffusion --policy.prediction-type epsilon "${S[@]}" --train.steps 2000
   LD=${LEARNED_DIR:-data/pickplace}
   mkdir -p "$LD"
-  [ -e "$LD/expert.hdf5" ] || ln -s "$(realpath data/pickplace_train.hdf5)" "$LD/expert.hdf5"
+  [ -e "$LD/expert.hdf5" ] || ln -s "$(realpath --relative-to="$LD" data/pickplace_train.hdf5)" "$LD/expert.hdf5"
   i=0
   for ck in pp-flow-seed2/step_300 pp-flow-seed2/step_1000 pp-flow-seed2/step_3000 pp-diffusion-seed2/step_2000; do
     wmsuite collect --env $ENV --policy "runs/$ck" --episodes "${LEARNED_EPISODES:-100}" --seed $((870000 + 1000 * i)) \
