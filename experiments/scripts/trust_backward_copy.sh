@@ -4,7 +4,7 @@
 # ($BACK) steps backward only. Stages (STAGE=...; default all, in this order):
 #   train    the copy: the shipped model fine-tuned 8,000 steps on backward windows only (to STEPS,
 #            default 43000; lr 1.5e-4, no heads pass: the simulator's heads read its frames); about
-#            75 min on one core. The shipped copy, assets/wm/pushcube-back, is this run at the
+#            77 min on one core. The shipped copy, assets/wm/pushcube-back, is this run at the
 #            checkpoint its model card names (chosen on the validation file); BACK=assets/wm/pushcube-back
 #            runs the other stages with it (the study stage then rewrites its calibrator and bank)
 #   novelty  the scene-novelty bank of the simulator's training frames ($NOVELTY; world_models/novelty.py)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.core.helpers import make_episode
-from wmsuite.policies import make_policy
+from wmsuite.policies import PolicyConfig, make_policy
 from wmsuite.policies.normalize import compute_stats
 
 TINY = {"image_size": 16, "channels": (8, 16), "feature_dim": 32, "hidden_dim": 64, "head_layers": 2,
@@ -29,8 +29,7 @@ def tiny_policy(kind: str, episodes, **overrides):
     ep = episodes[0]
     dims = {"action": ep.actions.shape[1], "agent_pos": ep.state.shape[1], "environment_state": ep.env_state.shape[1]}
     cfg = {**TINY, **overrides}
-    reads_env_state = cfg.get("use_env_state", False) or cfg.get("aux_state_weight", 0) > 0
-    return make_policy(kind, dims, compute_stats(episodes, reads_env_state), **cfg)
+    return make_policy(kind, dims, compute_stats(episodes, PolicyConfig(kind=kind, **cfg).reads_env_state), **cfg)
 
 
 def obs_batch(episodes, b: int = 3):
