@@ -8,7 +8,9 @@
 #   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000),
 #   INTERVENE (the intervening policy, expert@1; "none": the policy's own rollouts only, so that its
 #   failures, not the expert's corrections, make up the data; runs are then named METHOD-SIM-solo),
-#   BC_STEPS (the BC start's training steps, 2000), BC_CKPT (the start: latest, or step_N of the BC run).
+#   BC_STEPS (the BC start's training steps, 2000), BC_CKPT (the start: latest, or step_N of the BC run),
+#   NUM_ENVS (sub-environments of the rounds' rollouts and evaluations, 2; the learned simulator
+#   batches its sub-envs, so SIM=wm runs far faster with 8 or more).
 # Stage bcval: the BC run's checkpoints on validation seeds (100 episodes from 950000, apart from the
 #   evaluation's), to choose BC_STEPS / BC_CKPT without touching the reported seeds.
 # Evaluation seeds start at 900000 (apart from the demonstrations', the rollouts' and every zoo's).
@@ -44,7 +46,7 @@ if stage rounds; then
   for m in ${METHODS:-bc afil habc both}; do
     args=(--env "$ENV" --data "$DEMOS" --init "$OUT/bc/${BC_CKPT:-latest}" --method "$m" --rounds "${ROUNDS:-2}"
           --episodes "${EPISODES:-200}" --eval-episodes "${EVAL:-200}" --eval-seed 900000 --sim "$SIM"
-          --train.steps "${STEPS:-1000}" --num-envs 2 --out "$OUT/$m-$SIM$SUFFIX")
+          --train.steps "${STEPS:-1000}" --num-envs "${NUM_ENVS:-2}" --out "$OUT/$m-$SIM$SUFFIX")
     [[ $INTERVENE == none ]] || args+=(--intervene "$INTERVENE")
     [[ $SIM == wm ]] && args+=(--wm "$WM")
     wmsuite improve "${args[@]}"

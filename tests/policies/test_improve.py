@@ -137,3 +137,31 @@ def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path):
         stamp = (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns
         assert main(args) == 0 and (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns == stamp
     assert main([*args[:-2], "--method", "afil", "--out", str(out)]) == 2  # another method in the same --out
+
+
+def test_each_round_is_evaluated_with_the_same_noise_whatever_ran_before():
+    """The rounds' real evaluation seeds the policy's noise from --eval-seed, as `wmsuite eval-policy
+    --seed` does: the same policy scores the same after any other work (a training, a rollout), so
+    rounds and methods meet the same noise and a resumed run scores as an uninterrupted one. The
+    policy here is an expert behind Gaussian noise drawn from numpy's global generator."""
+    import json
+
+    from wmsuite.cli.common import resolve_policy
+    from wmsuite.cli.eval_policy import evaluate
+    from wmsuite.cli.improve import ImproveConfig, _evaluate
+
+    expert = json.dumps({"env_id": "wmsuite/PushCube-v0", "skill": 1.0, "horizon": 4, "seed": 0})
+    inner = f"wmsuite.envs.experts:make_expert{expert}"
+    policy = resolve_policy(f"wmsuite.policies.wrappers:ActionNoise{json.dumps({'inner': inner, 'std': 0.6})}")
+    cfg = ImproveConfig(init="unused", eval_episodes=4, eval_seed=7, num_envs=2)
+    unseeded = []
+    for state in (1, 2):  # whatever ran before leaves the global generators somewhere else
+        np.random.seed(state)  # noqa: NPY002
+        unseeded.append(evaluate(policy, cfg.env, 4, cfg.eval_seed, out=None, num_envs=2, progress=False)["mean_length"])
+    assert unseeded[0] != unseeded[1]  # the policy's outcomes do depend on that noise
+    scored = []
+    for state in (1, 2):
+        np.random.seed(state)  # noqa: NPY002
+        torch.manual_seed(state)
+        scored.append(_evaluate(cfg, policy))
+    assert scored[0] == scored[1]

@@ -116,6 +116,7 @@ def run(cfg: ImproveConfig) -> int:
             path = out / f"round_{r}" / "rollouts.hdf5"
             if not path.exists():
                 guard = _guard(cfg, policy)
+                seed_everything(cfg.seed + 100_000 * r)  # the rollouts' noise: this round's, whatever ran before
                 eps = _rollouts(policy, make_env(), cfg, r, guard)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_episodes(path, eps, {"env_name": cfg.env, "type": "wmsuite", "sim": cfg.sim})
@@ -203,7 +204,13 @@ def _expert_share(eps: list) -> float:
 
 
 def _evaluate(cfg: ImproveConfig, policy) -> dict:
+    """The policy in the real simulator on the evaluation seeds, its sampling noise seeded from
+    --eval-seed as `wmsuite eval-policy --seed` seeds it: every round and method meets the same scenes
+    and the same noise (paired comparisons), and a resumed run scores as an uninterrupted one."""
+    from wmsuite.cli.common import seed_everything
     from wmsuite.cli.eval_policy import evaluate
 
+    seed_everything(cfg.eval_seed)
     m = evaluate(policy, cfg.env, cfg.eval_episodes, cfg.eval_seed, out=None, num_envs=cfg.num_envs)
-    return {"real_success": m["success_rate"], "real_ci": [m["ci_low"], m["ci_high"]]}
+    return {"real_success": m["success_rate"], "real_ci": [m["ci_low"], m["ci_high"]],
+            "real_mean_length": m["mean_length"]}
