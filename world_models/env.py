@@ -16,7 +16,9 @@
   hands it whole chunks), generates the H frames with the diffusion model (few-step EDM sampling,
   all sub-envs in one batch, through `rollout` in rollout.py) and returns the observation after the
   chunk, in the real env's format: pixels[camera] uint8 (S, S, 3), agent_pos and environment_state
-  from the learned frame heads.
+  from the learned frame heads. info["chunk"] holds every generated frame of the chunk in the same
+  format, (H, ...) per sub-env, so that the rollout engine records one observation per action (a
+  policy trained on imagined episodes then sees the state each action was taken in).
 - terminated: the success *judge* says the task succeeded on one of the chunk's frames (the
   observation is then that frame, as the real env stops there); truncated: `horizon` steps done.
   Judges: "head" (the learned success head), "state" (the task's own success rule, `success_fn`,
@@ -290,11 +292,15 @@ class WorldModelEnv(gym.vector.VectorEnv):
                                                                                      dtype=torch.long))  # (n,)
             rows = torch.arange(self.num_envs, device=self.device)
             frame = model.codec.decode(lat[rows, first])  # (n, 3M, S, S) uint8
+            frames = model.codec.decode(lat.flatten(0, 1)).unflatten(0, lat.shape[:2])  # (n, H, 3M, S, S)
             reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
-        self._agent_pos = heads["agent_pos"][rows, first].cpu().numpy().astype(np.float32)
+        agent_pos = heads["agent_pos"].cpu().numpy().astype(np.float32)  # (n, H, D)
+        seen = (tracked if self.judge == "tracked" else env_state).astype(np.float32)  # (n, H, E)
         picked = (np.arange(self.num_envs), first.cpu().numpy())
-        self._env_state = (tracked if self.judge == "tracked" else env_state)[picked].astype(np.float32)
+        self._agent_pos, self._env_state = agent_pos[picked], seen[picked]
+        chunk = {"agent_pos": agent_pos, "environment_state": seen,  # every frame of the chunk (engine.CHUNK_INFO)
+                 "pixels": split_cameras(frames.permute(0, 1, 3, 4, 2).cpu().numpy(), self.camera)}
         self._success = hit.any(1).cpu().numpy()
         for i, t in enumerate(self._t):  # the chunk each sub-env just ran, for its round trip
             if t < self.horizon:
@@ -309,6 +315,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             "is_success": self._success.copy(), "_is_success": ones,
             "trust/idm_error": idm_error, "_trust/idm_error": ones,
             "trust/success_prob": prob.max(1).values.cpu().numpy(), "_trust/success_prob": ones,
+            "chunk": chunk, "_chunk": ones,
         }
         for name, f in fired.items():
             info[f"judge/{name}"], info[f"_judge/{name}"] = f.any(1).astype(np.float32), ones

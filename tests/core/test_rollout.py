@@ -145,3 +145,34 @@ def test_short_chunks_are_repeated_for_chunk_envs_and_act_every():
     long = ConstantPolicy(0.5, horizon=8)
     list(rollout(long, vec(1), RolloutConfig(episodes=1, seed=0, act_every=3, progress=False)))
     assert len(long.calls) == 2  # 8-action chunks cut to 3: re-planned after 3 actions
+
+
+class ChunkFramesEnv(ChunkEnv):
+    """A chunk env that, like a world model, reports every observation of the chunk in info["chunk"]."""
+
+    def step(self, action):
+        seen = []
+        for a in np.asarray(action):
+            obs, reward, terminated, truncated, info = CounterEnv.step(self, a)
+            seen.append(obs)
+        chunk = {"agent_pos": np.stack([o["agent_pos"] for o in seen]),
+                 "environment_state": np.stack([o["environment_state"] for o in seen]),
+                 "pixels": {"top": np.stack([o["pixels"]["top"] for o in seen])}}
+        self.t = self.t - len(seen) + 1  # one step of the counter per chunk, as ChunkEnv counts
+        obs["environment_state"] = np.array([self.t], np.float32)
+        return obs, reward, terminated, truncated, {**info, "chunk": chunk}
+
+
+@pytest.mark.parametrize("frames", [False, True])
+def test_chunk_env_observations_between_actions_come_from_its_info(frames):
+    """With info["chunk"], an episode holds the observation after every action (the walk's exact
+    positions), not the chunk's first one repeated; without it (ChunkEnv), the repeated one."""
+    cfg = RolloutConfig(episodes=1, seed=0, progress=False, record_frames=frames)
+    make = lambda cls: gym.vector.SyncVectorEnv([cls], autoreset_mode=gym.vector.AutoresetMode.DISABLED)  # noqa: E731
+    e = next(iter(rollout(ConstantPolicy(0.5, horizon=3), make(ChunkFramesEnv), cfg)))
+    assert e.length == 6 and e.success
+    np.testing.assert_array_equal(e.state[:, 0], 0.5 * np.arange(7))  # every action's own position
+    if frames:
+        np.testing.assert_array_equal(e.obs["top"][:, 0, 0, 0], (0.5 * np.arange(7) * 10).astype(np.uint8))
+    old = next(iter(rollout(ConstantPolicy(0.5, horizon=3), make(ChunkEnv), cfg)))
+    np.testing.assert_array_equal(old.state[:, 0], [0, 0, 0, 1.5, 1.5, 1.5, 3.0])

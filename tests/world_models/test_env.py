@@ -150,7 +150,8 @@ def test_a_noise_seed_draws_the_same_starts_again_with_other_noise(episodes):
 
 def test_steps_are_the_rollout_on_the_same_seeds(episodes):
     """N env steps draw the same noise in the same order as one N-chunk `rollout` from the same
-    context: same latents (seen through the lossless codec), same final state, same IDM error."""
+    context: same latents (seen through the lossless codec), same final state, same IDM error; and
+    info["chunk"] holds every frame of each chunk with its heads' readings."""
     model = tiny_model(episodes, camera="top", context_noise_eval=0.1)
     with torch.no_grad():  # a success head that never fires, so every observation is the chunk's last frame
         model.heads.net[-1].bias[model.cfg.state_dim + model.cfg.env_state_dim] = -30.0
@@ -166,6 +167,15 @@ def test_steps_are_the_rollout_on_the_same_seeds(episodes):
         assert not term.any()
         want = model.codec.decode(latents[:, (t + 1) * h - 1]).permute(0, 2, 3, 1).numpy()
         np.testing.assert_array_equal(obs["pixels"]["top"], want)
+        chunk = latents[:, t * h : (t + 1) * h]  # (3, H, C, s, s): every frame of the step, in info["chunk"]
+        every = model.codec.decode(chunk.flatten(0, 1)).unflatten(0, (3, h)).permute(0, 1, 3, 4, 2).numpy()
+        np.testing.assert_array_equal(info["chunk"]["pixels"]["top"], every)
+        np.testing.assert_array_equal(info["chunk"]["pixels"]["top"][:, -1], want)
+        heads = model.predict_heads(chunk)
+        np.testing.assert_allclose(info["chunk"]["agent_pos"], heads["agent_pos"].detach().numpy(), atol=1e-6)
+        np.testing.assert_allclose(info["chunk"]["environment_state"], heads["environment_state"].detach().numpy(),
+                                   atol=1e-6)
+        np.testing.assert_array_equal(info["chunk"]["agent_pos"][:, -1], obs["agent_pos"])
         idm = model.inverse_dynamics(previous[:, t * h], latents[:, t * h : (t + 1) * h])
         want_idm = (idm - torch.from_numpy(acts[:, t * h : (t + 1) * h])).abs().mean(dim=(1, 2)).detach().numpy()
         np.testing.assert_array_equal(info["trust/idm_error"], want_idm)

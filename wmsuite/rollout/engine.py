@@ -325,6 +325,7 @@ class _Recorder:
         self.task = str(info.get("task", ""))
         self.sim = [info["sim_state"]] if "sim_state" in info else None
         self.signals: dict[str, list[dict[str, float]]] = {k: [] for k in SIGNALS}  # per step
+        self.between: list[dict[str, Any]] = []  # per step of a chunk env, its info["chunk"] (CHUNK_INFO)
 
     def add(self, action: np.ndarray, reward: float, obs: dict[str, Any], info: dict[str, Any],
             intervened: bool | np.ndarray = False) -> None:
@@ -340,6 +341,8 @@ class _Recorder:
         self.success = bool(info.get("is_success", False))
         if self.sim is not None and "sim_state" in info:
             self.sim.append(info["sim_state"])
+        if CHUNK_INFO in info:
+            self.between.append(info[CHUNK_INFO])
         for kind, steps in self.signals.items():
             values = {k: float(v) for k, v in info.items() if k.startswith(kind + "/")}
             if values:
@@ -347,12 +350,18 @@ class _Recorder:
 
     def episode(self, terminated: bool, truncated: bool, meta: dict[str, Any]) -> Episode:
         # (T, A). A chunk env takes H actions per step and returns one observation after them: the
-        # episode then holds every action, and each observation is repeated over its chunk's actions.
+        # episode then holds every action, and the observations between a chunk's actions are the
+        # ones its info["chunk"] reports (CHUNK_INFO), else the chunk's first observation repeated.
         actions = np.concatenate(self.actions, 0)
         steps = len(self.actions)
         per = actions.shape[0] // steps
         idx = np.minimum(np.arange(actions.shape[0] + 1) // per, steps)  # (T+1,) observation per time
         obs = {c: np.stack(f)[idx] for c, f in self.pixels.items()}
+        state, env_state = np.stack(self.state)[idx], np.stack(self.env_state)[idx]
+        if per > 1 and len(self.between) == steps:
+            state = _interleave(self.state, [b["agent_pos"] for b in self.between], per)
+            env_state = _interleave(self.env_state, [b["environment_state"] for b in self.between], per)
+            obs = {c: _interleave(f, [b["pixels"][c] for b in self.between], per) for c, f in self.pixels.items()}
         rewards = np.zeros(actions.shape[0], np.float32)
         rewards[per - 1 :: per] = self.rewards
         for kind, per_step in self.signals.items():
@@ -360,10 +369,27 @@ class _Recorder:
                 keys = dict.fromkeys(k for t in per_step for k in t)  # a signal may come on some steps only
                 meta = {**meta, kind: {k: [t[k] for t in per_step if k in t] for k in keys}}
         sim = np.stack(self.sim)[idx] if self.sim is not None and len(self.sim) == steps + 1 else None
-        return Episode(obs=obs, state=np.stack(self.state)[idx], env_state=np.stack(self.env_state)[idx],
+        return Episode(obs=obs, state=state, env_state=env_state,
                        actions=actions, rewards=rewards, success=self.success, terminated=terminated,
                        truncated=truncated, intervention=np.concatenate(self.intervened), sim_states=sim,
                        task=self.task, meta=meta)
+
+
+CHUNK_INFO = "chunk"
+"""A chunk env's info key for the observations between a chunk's actions, as it imagined them: per
+sub-env {"agent_pos": (H, D), "environment_state": (H, E), "pixels": {camera: (H, S, S, 3)}}, entry j
+the observation after action j (the last one the step's own observation, or past an early end the
+frames drawn after it). The engine records them in place of the chunk's first observation repeated,
+so an episode from a learned simulator holds one observation per action, as a real one does."""
+
+
+def _interleave(ends: list[np.ndarray], between: list[dict | np.ndarray], per: int) -> np.ndarray:
+    """ends: the steps' observations (steps + 1 of shape X); between: per step (H, *X) -> (steps * per
+    + 1, *X), each chunk's first per - 1 in-between observations before the step's own."""
+    out = [np.asarray(ends[0])[None]]
+    for b, end in zip(between, ends[1:], strict=True):
+        out += [np.asarray(b, np.asarray(end).dtype).reshape(-1, *np.shape(end))[: per - 1], np.asarray(end)[None]]
+    return np.concatenate(out)
 
 
 SIGNALS = ("trust", "judge")
