@@ -7,8 +7,11 @@
 #             each) planning chunks of 4 actions as the learned simulator's protocol does,
 #             data/lift_train.hdf5; 10 episodes per skill from other seeds, data/lift_heldout.hdf5.
 #             A rerun appends only what a file lacks.
-#   dynamics  train-wm from scratch (the codec's statistics, then the dynamics), one core, MINUTES
-#             (default 60) per run; a rerun goes on from the run's train state up to STEPS (60000)
+#   dynamics  train-wm from scratch (the codec's statistics, then the dynamics), or with INIT (a
+#             world model, e.g. assets:wm/pushcube) warm-started from it as wm_pickplace.sh does (its
+#             codec kept, the action layers fresh); lr LR (default 5e-4 from scratch, 3e-4 warm);
+#             one core, MINUTES (default 60) per run; a rerun goes on from the run's train state up
+#             to STEPS (60000)
 #   heads     the heads pass (1,500 steps, real-frame labels: Lift's probe has no frame detector)
 #   export    float16 copy at $DST (default assets/wm/lift)
 #   fidelity  eval-wm on the held-out file (object error from the state head, PSNR by horizon)
@@ -35,10 +38,17 @@ if stage data; then
 fi
 if stage dynamics; then
   common=(--data data/lift_train.hdf5 --out "$RUN" --codec.image-size 64 --model.camera agentview --seed 1)
-  [ -e "$RUN/codec/config.json" ] || wmsuite train-wm "${common[@]}" --stage codec
   resume=(); [ -e "$RUN/latest/config.json" ] && resume=(--resume)
-  wmsuite train-wm "${common[@]}" --stage dynamics --dynamics.steps "${STEPS:-60000}" --dynamics.save-every 500 \
-      --dynamics.max-minutes "${MINUTES:-60}" "${resume[@]}"
+  start=(); lr=${LR:-5e-4}
+  if [ -n "${INIT:-}" ]; then
+    [ ${#resume[@]} -gt 0 ] || start=(--init-from "$INIT")
+    lr=${LR:-3e-4}
+    common=(--data data/lift_train.hdf5 --out "$RUN" --model.camera agentview --seed 1)  # sizes from INIT
+  else
+    [ -e "$RUN/codec/config.json" ] || wmsuite train-wm "${common[@]}" --stage codec
+  fi
+  wmsuite train-wm "${common[@]}" "${start[@]}" --stage dynamics --dynamics.steps "${STEPS:-60000}" \
+      --dynamics.lr "$lr" --dynamics.save-every 500 --dynamics.max-minutes "${MINUTES:-60}" "${resume[@]}"
 fi
 if stage heads; then
   wmsuite train-wm --data data/lift_train.hdf5 --out "$RUN" --stage heads --model.sampling-steps 3 \
