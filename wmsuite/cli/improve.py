@@ -205,8 +205,10 @@ def _expert_share(eps: list) -> float:
 
 def _evaluate(cfg: ImproveConfig, policy) -> dict:
     """The policy in the real simulator on the evaluation seeds, its sampling noise seeded from
-    --eval-seed as `wmsuite eval-policy --seed` seeds it: every round and method meets the same scenes
-    and the same noise (paired comparisons), and a resumed run scores as an uninterrupted one."""
+    --eval-seed just before: every round and method meets the same scenes and the same noise (paired
+    comparisons), and a resumed run scores as an uninterrupted one. (`wmsuite eval-policy --seed`
+    seeds before it builds the policy, whose construction draws from the same generators, so its
+    figures for the same checkpoint are another draw of the noise.)"""
     from wmsuite.cli.common import seed_everything
     from wmsuite.cli.eval_policy import evaluate
 
