@@ -140,10 +140,10 @@ def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path):
 
 
 def test_each_round_is_evaluated_with_the_same_noise_whatever_ran_before():
-    """The rounds' real evaluation seeds the policy's noise from --eval-seed, as `wmsuite eval-policy
-    --seed` does: the same policy scores the same after any other work (a training, a rollout), so
-    rounds and methods meet the same noise and a resumed run scores as an uninterrupted one. The
-    policy here is an expert behind Gaussian noise drawn from numpy's global generator."""
+    """The rounds' real evaluation seeds the policy's noise from --eval-seed: the same policy scores
+    the same after any other work (a training, a rollout), so rounds and methods meet the same noise
+    and a resumed run scores as an uninterrupted one. The policy here is an expert behind Gaussian
+    noise drawn from numpy's global generator."""
     import json
 
     from wmsuite.cli.common import resolve_policy

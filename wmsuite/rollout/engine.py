@@ -383,7 +383,7 @@ frames drawn after it). The engine records them in place of the chunk's first ob
 so an episode from a learned simulator holds one observation per action, as a real one does."""
 
 
-def _interleave(ends: list[np.ndarray], between: list[dict | np.ndarray], per: int) -> np.ndarray:
+def _interleave(ends: list[np.ndarray], between: list[np.ndarray], per: int) -> np.ndarray:
     """ends: the steps' observations (steps + 1 of shape X); between: per step (H, *X) -> (steps * per
     + 1, *X), each chunk's first per - 1 in-between observations before the step's own."""
     out = [np.asarray(ends[0])[None]]
