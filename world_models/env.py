@@ -291,15 +291,15 @@ class WorldModelEnv(gym.vector.VectorEnv):
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,
                                                                                      dtype=torch.long))  # (n,)
             rows = torch.arange(self.num_envs, device=self.device)
-            frame = model.codec.decode(lat[rows, first])  # (n, 3M, S, S) uint8
-            frames = model.codec.decode(lat.flatten(0, 1)).unflatten(0, lat.shape[:2])  # (n, H, 3M, S, S)
+            frames = model.codec.decode(lat.flatten(0, 1)).unflatten(0, lat.shape[:2])  # (n, H, 3M, S, S) uint8
+            frame = frames[rows, first]  # (n, 3M, S, S): the observed one
             reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
         agent_pos = heads["agent_pos"].cpu().numpy().astype(np.float32)  # (n, H, D)
         seen = (tracked if self.judge == "tracked" else env_state).astype(np.float32)  # (n, H, E)
         picked = (np.arange(self.num_envs), first.cpu().numpy())
         self._agent_pos, self._env_state = agent_pos[picked], seen[picked]
-        chunk = {"agent_pos": agent_pos, "environment_state": seen,  # every frame of the chunk (engine.CHUNK_INFO)
+        chunk = {"agent_pos": agent_pos, "environment_state": seen,  # every frame of the chunk (rollout/recorder.py: CHUNK_INFO)
                  "pixels": split_cameras(frames.permute(0, 1, 3, 4, 2).cpu().numpy(), self.camera)}
         self._success = hit.any(1).cpu().numpy()
         for i, t in enumerate(self._t):  # the chunk each sub-env just ran, for its round trip
