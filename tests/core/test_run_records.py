@@ -165,6 +165,24 @@ def test_interrupted_collection_resumes_to_the_same_episodes(tmp_path, monkeypat
     assert out.stat().st_mtime_ns == stamp
 
 
+def test_a_script_of_appended_collections_rerun_adds_nothing(tmp_path):
+    """A data script runs several --append collections into one file; rerun after it finished, each
+    collection finds its episodes wherever they sit, not only when they are the file's last."""
+    from wmsuite.cli import main
+
+    out = tmp_path / "s.hdf5"
+    base = ["collect", "--episodes", "2", "--image-size", "16", "--num-envs", "1", "--out", str(out), "--append"]
+    script = [[*base, "--skill", "1.0", "--seed", "10"], [*base, "--skill", "0.5", "--seed", "20"]]
+    for args in script:
+        assert main(args) == 0
+    before = _episodes(out)
+    for args in script:
+        assert main(args) == 0
+    assert _same(_episodes(out), before)
+    assert main([*base, "--skill", "0.5", "--seed", "30"]) == 0  # another seed: another collection
+    assert [ep.meta["seed"] for ep in _episodes(out)] == [10, 11, 22, 23, 34, 35]  # seed + episodes held
+
+
 def test_leftover_shards_of_another_collection_are_refused(tmp_path, capsys, monkeypatch):
     from wmsuite.cli import main
     from wmsuite.data import stream

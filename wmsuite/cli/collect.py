@@ -27,7 +27,7 @@ from pathlib import Path
 
 from wmsuite.cli.common import SimBackendFlags, check_env_id, resolve_policy, seed_everything
 from wmsuite.data import count_episodes
-from wmsuite.data.stream import EpisodeStream, merged_indices
+from wmsuite.data.stream import EpisodeStream, held_runs
 from wmsuite.rollout import Intervention, RolloutConfig, make_vector_env, rollout
 from wmsuite.runs import ensure_writable, open_run
 from wmsuite.specs import check_trust, spec_fingerprint, trust_code
@@ -107,12 +107,14 @@ def run(cfg: CollectConfig) -> int:
         check_trust(cfg.intervene, trusted=True)
         identity["intervene"] = {"expert": cfg.intervene, "files": spec_fingerprint(cfg.intervene),
                                  "threshold": cfg.intervene_threshold, "steps": cfg.intervene_steps}
-    # a finished collection rerun (a kill as it exited): its episodes, with its id, are the file's last
-    done_start = existing - cfg.episodes if cfg.append else 0
-    if existing and not parts.exists() and done_start >= 0 and \
-            merged_indices(out, _run_id(identity, done_start)) == set(range(cfg.episodes)):
-        print(f"{out} already holds the {cfg.episodes} episodes of this collection; nothing to do")
-        return 0
+    # a finished collection rerun (a kill as it exited, or a script of several --append commands run
+    # again): its id names the episodes --out held when it began, so look for it at every such count
+    if existing and not parts.exists():
+        held = held_runs(out)
+        starts = range(existing - cfg.episodes + 1) if cfg.append else [0]
+        if any(held.get(_run_id(identity, s)) == set(range(cfg.episodes)) for s in starts):
+            print(f"{out} already holds the {cfg.episodes} episodes of this collection; nothing to do")
+            return 0
     if existing and not cfg.append and not parts.exists():
         raise FileExistsError(f"{out} already holds {existing} episodes; pass --append to add more or choose "
                               "another --out")

@@ -80,13 +80,18 @@ class EpisodeStream:
 
 def merged_indices(path: str | Path, run_id: str) -> set[int]:
     """Episode indices of the collection `run_id` that the file at `path` holds (none if it is missing)."""
+    return held_runs(path).get(run_id, set())
+
+
+def held_runs(path: str | Path) -> dict[str, set[int]]:
+    """Every collection id the file at `path` holds, with the episode indices it holds of each."""
     path = Path(path)
     if not path.exists():
-        return set()
-    found = set()
+        return {}
+    found: dict[str, set[int]] = {}
     with h5py.File(path, "r") as f:
         for demo in f["data"].values() if "data" in f else ():
             meta = json.loads(demo.attrs.get("meta", "{}") or "{}")
-            if meta.get(RUN_KEY) == run_id and "episode_index" in meta:
-                found.add(int(meta["episode_index"]))
+            if RUN_KEY in meta and "episode_index" in meta:
+                found.setdefault(meta[RUN_KEY], set()).add(int(meta["episode_index"]))
     return found
