@@ -256,6 +256,39 @@ def test_a_noise_seed_imagines_the_same_starts_again_and_leaves_the_real_episode
 
 
 @pytest.mark.slow
+def test_real_from_reuses_the_real_episodes_of_an_earlier_evaluation(tmp_path, capsys):
+    from wmsuite.cli import main
+
+    _tiny_checkpoint(tmp_path / "wm")
+    base = ["eval", "--wm", str(tmp_path / "wm"), "--episodes", "2", "--num-envs", "2", "--videos", "0", "--judge", "head"]
+    assert main([*base, "--policies", POLICIES[1], "--out", str(tmp_path / "a")]) == 0
+    assert main([*base, "--policies", POLICIES[1], "--noise-seed", "3", "--out", str(tmp_path / "ref")]) == 0
+    capsys.readouterr()
+    # another setting of the learned side, both policies: the one `a` holds is copied, the other runs
+    assert main([*base, "--policies", *POLICIES, "--noise-seed", "3", "--real-from", str(tmp_path / "a"),
+                 "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "reused" in out and f"{POLICIES[0]} runs" in out
+    assert f"{POLICIES[1]} in real" not in out and f"{POLICIES[0]} in real" in out  # only the new one played
+
+    def rows(run):
+        lines = (tmp_path / run / "episodes.jsonl").read_text().splitlines()
+        return {(r["policy"], r["sim"], r["episode"]): r for r in map(json.loads, lines)}
+
+    ref, b = rows("ref"), rows("b")
+    assert all(b[k] == v for k, v in ref.items())  # as if b had played them itself
+    assert json.loads((tmp_path / "b" / "real.json").read_text())["num_envs"] == 2
+    # real episodes that ran in other waves are refused before anything runs, naming the setting
+    one_wave = [x if x != "2" else "1" for x in base]  # --episodes 1, --num-envs 1
+    assert main([*one_wave, "--policies", POLICIES[1], "--real-from", str(tmp_path / "a"), "--out",
+                 str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "num_envs 2" in err and not (tmp_path / "c" / "episodes.jsonl").exists()
+    assert main([*base, "--policies", POLICIES[1], "--real-from", str(tmp_path / "nothere"),
+                 "--out", str(tmp_path / "d")]) == 2
+
+
+@pytest.mark.slow
 def test_labels_reruns_and_untrusted_manifests(tmp_path, capsys, monkeypatch):
     """Policies whose short labels collide are told apart; a rerun with other settings or another world
     model is refused, naming the difference; a manifest's code runs only with --trust-code."""

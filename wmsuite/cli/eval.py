@@ -38,6 +38,7 @@ from wmsuite.cli.eval_setup import (
 )
 from wmsuite.eval_harness.abstention import plot_curves
 from wmsuite.eval_harness.evaluate import EvalSetup, evaluate
+from wmsuite.eval_harness.real_reuse import real_key, reuse_real_records, write_real_key
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.runs import open_run
@@ -94,6 +95,11 @@ class EvalConfig(SimBackendFlags):
     """Run only the first this many episodes of each policy in the real simulator (0: all --episodes) and
     report, next to the real-only and imagined-only rates, the prediction-powered estimate of the real
     success rate that combines them, with its interval at confidence 0.95 (`ppi_success`, `ppi_ci`)."""
+    real_from: str = ""
+    """The --out folder of an earlier evaluation whose real-simulator episodes this one reuses instead of
+    playing them again (same env, image size, --num-envs, seed, device and world-model chunk, which fix them;
+    refused otherwise): policies it holds under the same name, spec and files are copied, the others run.
+    For comparing world models, judges or trust settings on one zoo without paying for the real side twice."""
     image_size: int = 0
     """Side of the camera frames both simulators render (0: the world model's). It reaches the env as
     its `image_size` keyword (wmsuite's, robosuite's and LIBERO's envs take one); a size other than the
@@ -203,6 +209,12 @@ def run(cfg: EvalConfig) -> int:
                       make_env=make_env_factory(cfg, model, back, trust_score.novelty if trust_score else None),
                       act_every=chunk,
                       real_episodes=cfg.real_episodes or None, trust_score=trust_score, parallel=cfg.parallel and cfg.backend == "local")
+    key = real_key(cfg.env, setup.make_env.env_kwargs, cfg.num_envs, cfg.seed, chunk, cfg.device, policies)
+    if cfg.real_from:
+        copied = reuse_real_records(Path(cfg.real_from), out, key, setup.count("real"))
+        print(f"--real-from {cfg.real_from}: the real episodes of {len(copied)} of {len(entries)} policies reused"
+              + "".join(f"; {e.name} runs" for e in entries if e.name not in copied))
+    write_real_key(out, key)
     metrics = evaluate(setup, out)
     if trust_score is not None:  # which calibrator scored the episodes (it is not part of the run's identity)
         metrics["calibration"] = {"path": str(trust_score.path), "sha256": file_digest(trust_score.path)}
