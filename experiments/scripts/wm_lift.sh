@@ -15,6 +15,9 @@
 #   heads     the heads pass (1,500 steps, real-frame labels: Lift's probe has no frame detector)
 #   export    float16 copy at $DST (default assets/wm/lift)
 #   fidelity  eval-wm on the held-out file (object error from the state head, PSNR by horizon)
+#   zoo       wmsuite eval of $DST on assets/zoo/lift.json's SPLIT (default validation), once per judge
+#             (JUDGES, default "head state"), 16 sub-envs; the real episodes play once: later runs take
+#             them from REAL_FROM (default: this stage's first run) with --real-from
 # Seeds: train 600000.., held-out 700000.. (apart from any zoo's episode seeds, 0.. and 100000..).
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
@@ -57,4 +60,13 @@ fi
 if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
 if stage fidelity; then
   wmsuite eval-wm --wm "$DST" --data data/lift_heldout.hdf5 --horizons 4 8 16 32 64 --out "$OUT/eval-wm"
+fi
+if stage zoo; then
+  split=${SPLIT:-validation}; real=${REAL_FROM:-}
+  for judge in ${JUDGES:-head state}; do
+    reuse=(); [ -n "$real" ] && reuse=(--real-from "$real")
+    wmsuite eval --env $ENV --wm "$DST" --zoo assets:zoo/lift.json --split "$split" --judge "$judge" \
+        --num-envs 16 --videos 0 "${reuse[@]}" --out "$OUT/eval-$split-$judge"
+    real=${real:-$OUT/eval-$split-$judge}
+  done
 fi
