@@ -111,6 +111,16 @@ class EvalSetup:
         return self.real_episodes if sim == "real" and self.real_episodes is not None else self.episodes
 
 
+def log_rows(text: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(line, record) for every whole line of an episodes.jsonl's text; the line a kill cut short is
+    skipped (its episode reruns)."""
+    for line in text.splitlines():
+        try:
+            yield line, json.loads(line)
+        except json.JSONDecodeError:
+            continue
+
+
 class EpisodeLog:
     """Per-episode records, streamed as JSONL; tolerates a torn last line from a killed run."""
 
@@ -120,11 +130,7 @@ class EpisodeLog:
         if path.exists():
             text = path.read_text()
             good = []
-            for line in text.splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # the line a kill cut short; its episode reruns
+            for line, row in log_rows(text):
                 good.append(line)
                 self.done.setdefault((row["policy"], row["sim"], row["episode"]), row)
             if len(good) != len(text.splitlines()) or (text and not text.endswith("\n")):

@@ -12,8 +12,10 @@ its figures equal those of a run that played the real episodes itself. Any other
 differs is refused with what to change; a policy the earlier run lacks simply runs.
 
     key = real_key(env_id, env_kwargs, num_envs, seed, act_every, device, policies)
+    copied = real_records(src, key, counts)   # name -> its records; checks src before anything is written
+    ...                                        # open the run's --out
+    add_records(out, copied)
     write_real_key(out, key)
-    copied = reuse_real_records(src, out, key, counts)   # name -> episodes copied
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ def write_real_key(out: Path, key: dict[str, Any]) -> None:
     os.replace(tmp, out / REAL_KEY)
 
 
-def reuse_real_records(src: Path, out: Path, key: dict[str, Any], counts: int) -> dict[str, int]:
-    """Append to out/episodes.jsonl the real records of `src` that this run (`key`) would play itself,
-    `counts` per policy (episodes 0..counts-1); a policy is taken whole or not at all. Returns name ->
-    records copied. Raises ValueError, before anything is written, where `src` is no evaluation or ran
-    its real episodes with other settings."""
-    from wmsuite.eval_harness.evaluate import EpisodeLog
+def real_records(src: Path, key: dict[str, Any], counts: int) -> dict[str, list[dict[str, Any]]]:
+    """The real records of the evaluation in `src` that this run (`key`) would play itself: name ->
+    its episodes 0..counts-1, for each policy `src` holds whole under the same name, spec and files.
+    Reads only; raises ValueError where `src` is no evaluation or ran its real episodes with other
+    settings, so a refusal leaves nothing behind."""
+    from wmsuite.eval_harness.evaluate import log_rows
 
     src = Path(src)
     if not (src / "episodes.jsonl").exists():
@@ -63,24 +65,22 @@ def reuse_real_records(src: Path, out: Path, key: dict[str, Any], counts: int) -
         if theirs.get(field) != key[field]:
             raise ValueError(f"--real-from {src}: its real episodes ran with {field} {theirs.get(field)!r}, this "
                              f"run has {key[field]!r}; match it (the real episodes depend on it) or drop --real-from")
-    records: dict[str, dict[int, dict[str, Any]]] = {}
-    for line in (src / "episodes.jsonl").read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line of a killed run
+    held: dict[str, dict[int, dict[str, Any]]] = {}
+    for _, row in log_rows((src / "episodes.jsonl").read_text()):
         if row.get("sim") == "real":
-            records.setdefault(row["policy"], {}).setdefault(int(row["episode"]), row)
+            held.setdefault(row["policy"], {}).setdefault(int(row["episode"]), row)
+    return {name: [held[name][i] for i in range(counts)] for name, policy in key["policies"].items()
+            if theirs.get("policies", {}).get(name) == policy and all(i in held.get(name, {}) for i in range(counts))}
+
+
+def add_records(out: Path, records: dict[str, list[dict[str, Any]]]) -> None:
+    """Append `records` (from `real_records`) to out/episodes.jsonl, skipping any it already holds."""
+    from wmsuite.eval_harness.evaluate import EpisodeLog
+
     log = EpisodeLog(out / "episodes.jsonl")
-    copied = {}
     try:
-        for name, policy in key["policies"].items():
-            held = records.get(name, {})
-            if theirs.get("policies", {}).get(name) != policy or any(i not in held for i in range(counts)):
-                continue
-            for i in range(counts):
-                log.add(held[i])
-            copied[name] = counts
+        for rows in records.values():
+            for row in rows:
+                log.add(row)
     finally:
         log.close()
-    return copied

@@ -38,7 +38,7 @@ from wmsuite.cli.eval_setup import (
 )
 from wmsuite.eval_harness.abstention import plot_curves
 from wmsuite.eval_harness.evaluate import EvalSetup, evaluate
-from wmsuite.eval_harness.real_reuse import real_key, reuse_real_records, write_real_key
+from wmsuite.eval_harness.real_reuse import add_records, real_key, real_records, write_real_key
 from wmsuite.eval_harness.report import judge_names, side_by_side, write_report
 from wmsuite.rollout import RolloutConfig, rollout
 from wmsuite.runs import open_run
@@ -202,7 +202,6 @@ def run(cfg: EvalConfig) -> int:
                 **({"precision": model.cfg.precision} if model.cfg.precision != "float32" else {}),
                 **({"compile": True} if cfg.compile else {}),
                 "policies": policies}
-    open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     chunk = model.cfg.chunk  # actions per world-model step: both simulators query the policy this often
     setup = EvalSetup(env_id=cfg.env, policies=entries, episodes=cfg.episodes, num_envs=cfg.num_envs,
                       seed=cfg.seed, make_policy=make_policy_factory(cfg, chunk, trusted),
@@ -210,10 +209,12 @@ def run(cfg: EvalConfig) -> int:
                       act_every=chunk,
                       real_episodes=cfg.real_episodes or None, trust_score=trust_score, parallel=cfg.parallel and cfg.backend == "local")
     key = real_key(cfg.env, setup.make_env.env_kwargs, cfg.num_envs, cfg.seed, chunk, cfg.device, policies)
+    reused = real_records(Path(cfg.real_from), key, setup.count("real")) if cfg.real_from else {}
+    open_run(out, "eval", identity, force_new=cfg.force_new, growable=("policies",))
     if cfg.real_from:
-        copied = reuse_real_records(Path(cfg.real_from), out, key, setup.count("real"))
-        print(f"--real-from {cfg.real_from}: the real episodes of {len(copied)} of {len(entries)} policies reused"
-              + "".join(f"; {e.name} runs" for e in entries if e.name not in copied))
+        add_records(out, reused)
+        print(f"--real-from {cfg.real_from}: the real episodes of {len(reused)} of {len(entries)} policies reused"
+              + "".join(f"; {e.name} runs" for e in entries if e.name not in reused))
     write_real_key(out, key)
     metrics = evaluate(setup, out)
     if trust_score is not None:  # which calibrator scored the episodes (it is not part of the run's identity)
