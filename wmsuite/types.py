@@ -85,6 +85,15 @@ class Episode:
     def cameras(self) -> list[str]:
         return sorted(self.obs)
 
+    @property
+    def success_from(self) -> int | None:
+        """Index of the first observation (of T+1) that shows the task done, or None if none does: the
+        last one of a successful episode, earlier for one recorded past its success (`wmsuite collect
+        --after-success`, which stores the index as meta["success_step"])."""
+        if "success_step" in self.meta:
+            return int(self.meta["success_step"])
+        return self.length if self.success else None
+
     def observation(self, t: int) -> dict[str, Any]:
         """The observation at time t in the environment convention (unbatched)."""
         return {

@@ -219,12 +219,14 @@ def sample_windows(data: LatentWindows, batch_size: int, moving_fraction: float,
 
 
 def frame_targets(episodes: Sequence[Episode]) -> dict[str, torch.Tensor]:
-    """Per-frame head targets over all episodes: state (N, D), env_state (N, E), success (N,) (the last
-    frame of a successful episode: episodes end on success), reward (N,) (of the action leading there)."""
+    """Per-frame head targets over all episodes: state (N, D), env_state (N, E), success (N,) (the frames
+    from Episode.success_from on: the last of a successful episode, or every frame of one recorded past its
+    success), reward (N,) (of the action leading there)."""
     success, reward = [], []
     for ep in episodes:
         s = np.zeros(ep.length + 1, np.float32)
-        s[-1] = float(ep.success)
+        if ep.success_from is not None:
+            s[ep.success_from :] = 1.0
         success.append(s)
         reward.append(np.concatenate([[0.0], ep.rewards]).astype(np.float32))
     return {"state": torch.from_numpy(np.concatenate([ep.state for ep in episodes])),

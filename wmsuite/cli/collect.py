@@ -2,6 +2,7 @@
 
     wmsuite collect --env wmsuite/PushCube-v0 --policy expert --skill 0.9 --episodes 200 --out data/pushcube.hdf5
     wmsuite collect --policy runs/bc/latest --intervene expert@1 --episodes 100 --out data/bc_rounds.hdf5
+    wmsuite collect --env wmsuite/robosuite-Lift-v0 --policy expert --after-success 16 --out data/lift.hdf5
 
 Episodes are streamed to `<out>.parts/` as they finish; rerunning the same command after an
 interruption records only the missing episodes, then merges everything into `--out`. Each episode's
@@ -70,6 +71,11 @@ class CollectConfig(SimBackendFlags):
     which the expert takes over."""
     intervene_steps: int = 8
     """Actions the expert keeps control for once it takes over (rounded up to whole chunks)."""
+    after_success: int = 0
+    """Record this many steps past each episode's first success instead of ending there (the env is made
+    with terminate_on_success=False): a world model then sees what a done task looks like, where the
+    success frame alone shows little (robosuite Lift: a cube just leaving the table). Each such episode
+    stores where success began (meta "success_step"), which the world model's success labels use."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -81,6 +87,8 @@ class CollectConfig(SimBackendFlags):
         if self.image_size < 8:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
         self.sim_backend()  # validates the backend flags
+        if self.after_success < 0:
+            raise ValueError(f"after_success must be >= 0, got {self.after_success}")
         if not self.intervene_threshold >= 0 or self.intervene_steps < 1:
             raise ValueError(f"need intervene_threshold >= 0 and intervene_steps >= 1, got "
                              f"{self.intervene_threshold}, {self.intervene_steps}")
@@ -103,6 +111,8 @@ def run(cfg: CollectConfig) -> int:
         check_trust(cfg.policy, trusted=True)
     identity = {"env": cfg.env, "policy": policy_id, "policy_files": {} if expert else spec_fingerprint(cfg.policy),
                 "seed": cfg.seed, "episodes": cfg.episodes, "image_size": cfg.image_size, "append": cfg.append}
+    if cfg.after_success:  # only then, so collections recorded before the flag keep their ids
+        identity["after_success"] = cfg.after_success
     if cfg.intervene:
         check_trust(cfg.intervene, trusted=True)
         identity["intervene"] = {"expert": cfg.intervene, "files": spec_fingerprint(cfg.intervene),
@@ -137,7 +147,7 @@ def run(cfg: CollectConfig) -> int:
     began, successes, steps, intervened = time.perf_counter(), 0, 0, 0
     if len(done) < cfg.episodes:
         env = make_vector_env(cfg.env, cfg.num_envs, env_kwargs={"image_size": cfg.image_size},
-                              backend=cfg.sim_backend())
+                              backend=cfg.sim_backend(), after_success=cfg.after_success)
         try:
             for ep in rollout(policy, env, rcfg, skip=done, intervene=guard):
                 stream.add(ep)

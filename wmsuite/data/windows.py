@@ -61,7 +61,7 @@ class WindowDataset(Dataset):
         future_is_pad        bool    (F,)
         rewards              float32 (Hc,)    reward of each chunk action (0 on padding)
         success              bool    ()       the episode's outcome
-        reached_success      bool    (F,)     future step is at/after the end of a successful episode
+        reached_success      bool    (F,)     future step is at/after the episode's success (Episode.success_from)
         episode_index, t     int64   ()
     """
 
@@ -136,7 +136,7 @@ class WindowDataset(Dataset):
             "future_is_pad": torch.from_numpy(fut >= n_obs),
             "rewards": torch.from_numpy(rewards),
             "success": torch.tensor(ep.success),
-            "reached_success": torch.from_numpy((fut >= ep.length) & ep.success),
+            "reached_success": torch.from_numpy(fut >= (ep.success_from if ep.success_from is not None else 2**62)),
             "episode_index": torch.tensor(e),
             "t": torch.tensor(t),
             "task": ep.task,  # the language instruction (a list of strings once batched)

@@ -90,21 +90,26 @@ class RolloutConfig:
 
 
 def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
-                    env_kwargs: dict[str, Any] | None = None, backend: Backend | None = None) -> gym.vector.VectorEnv:
+                    env_kwargs: dict[str, Any] | None = None, backend: Backend | None = None,
+                    after_success: int = 0) -> gym.vector.VectorEnv:
     """A VectorEnv with autoreset disabled; async workers create their env inside the worker.
 
     `env_id` may carry the module that registers it (`"pkg.module:Ns/Name-v0"`); wmsuite's own ids
     (`wmsuite/...`) get `wmsuite.envs` as that module, so workers started by spawn find them too.
     `backend`: Backend("ray", workers=W) puts the sub-environments in Ray actors (ray_env.py).
+    `after_success` > 0: episodes go on that many steps past their first success (EndAfterSuccess).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if after_success < 0:
+        raise ValueError(f"after_success must be >= 0, got {after_success}")
     full_id = checked_env_id(env_id)
+    factory = _EnvFactory(full_id, dict(env_kwargs or {}), after_success)
     if backend is not None and backend.kind == "ray":
         from wmsuite.rollout.ray_env import RayVectorEnv
 
-        return RayVectorEnv(_EnvFactory(full_id, dict(env_kwargs or {})), num_envs, backend.workers, backend.address)
-    fns = [_EnvFactory(full_id, dict(env_kwargs or {})) for _ in range(num_envs)]
+        return RayVectorEnv(factory, num_envs, backend.workers, backend.address)
+    fns = [factory for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.DISABLED
     if asynchronous and num_envs > 1:
         return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode, context="spawn")
@@ -138,9 +143,40 @@ class _EnvFactory:
 
     env_id: str
     kwargs: dict[str, Any]
+    after_success: int = 0
 
     def __call__(self) -> gym.Env:
-        return gym.make(self.env_id, **self.kwargs)
+        if not self.after_success:
+            return gym.make(self.env_id, **self.kwargs)
+        try:
+            env = gym.make(self.env_id, **self.kwargs, terminate_on_success=False)
+        except TypeError as err:
+            raise ValueError(f"{self.env_id} takes no terminate_on_success keyword, so its episodes cannot go on "
+                             f"past their success; drop --after-success for it ({err})") from err
+        return EndAfterSuccess(env, self.after_success)
+
+
+class EndAfterSuccess(gym.Wrapper):
+    """Ends an episode `steps` steps after the first one whose info["is_success"] holds (the env must
+    not end it there itself: make it with terminate_on_success=False). A world model's data then shows
+    what a done task looks like (Lift: the cube held up, not just leaving the table on the last frame);
+    the recorder notes where success began (Episode.success_from)."""
+
+    def __init__(self, env: gym.Env, steps: int) -> None:
+        super().__init__(env)
+        self.steps, self._since = int(steps), None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._since = None
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._since is not None:
+            self._since += 1
+        elif info.get("is_success", False):
+            self._since = 0
+        return obs, reward, terminated or (self._since is not None and self._since >= self.steps), truncated, info
 
 
 def rollout(policy: Any, env: gym.vector.VectorEnv, cfg: RolloutConfig,

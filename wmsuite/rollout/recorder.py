@@ -44,6 +44,7 @@ class Recorder:
         self.intervened: list[np.ndarray] = []  # per step, (1,) or (H,) for a chunk env
         self.rewards: list[float] = []
         self.success = bool(info.get("is_success", False))
+        self.success_at: int | None = None  # steps taken when info["is_success"] first held
         self.task = str(info.get("task", ""))
         self.sim = [info["sim_state"]] if "sim_state" in info else None
         self.signals: dict[str, list[dict[str, float]]] = {k: [] for k in SIGNALS}  # per step
@@ -61,6 +62,8 @@ class Recorder:
         self.intervened.append(np.asarray(intervened, bool).reshape(-1))
         self.rewards.append(reward)
         self.success = bool(info.get("is_success", False))
+        if self.success and self.success_at is None:
+            self.success_at = len(self.actions)
         if self.sim is not None and "sim_state" in info:
             self.sim.append(info["sim_state"])
         if CHUNK_INFO in info:  # frames only where the episode keeps frames
@@ -93,6 +96,8 @@ class Recorder:
                 keys = dict.fromkeys(k for t in per_step for k in t)  # a signal may come on some steps only
                 meta = {**meta, kind: {k: [t[k] for t in per_step if k in t] for k in keys}}
         sim = np.stack(self.sim)[idx] if self.sim is not None and len(self.sim) == steps + 1 else None
+        if self.success_at is not None and self.success_at < steps:  # it went on past its success
+            meta = {**meta, "success_step": self.success_at * per}  # Episode.success_from
         return Episode(obs=obs, state=state, env_state=env_state,
                        actions=actions, rewards=rewards, success=self.success, terminated=terminated,
                        truncated=truncated, intervention=np.concatenate(self.intervened), sim_states=sim,
