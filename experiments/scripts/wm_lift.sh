@@ -7,9 +7,13 @@
 #             each) planning chunks of 4 actions as the learned simulator's protocol does,
 #             data/lift_train.hdf5; 10 episodes per skill from other seeds, data/lift_heldout.hdf5.
 #             A rerun appends only what a file lacks.
-#   dynamics  train-wm from scratch (the codec's statistics, then the dynamics), or with INIT (a
-#             world model, e.g. assets:wm/pushcube) warm-started from it as wm_pickplace.sh does (its
-#             codec kept, the action layers fresh); lr LR (default 5e-4 from scratch, 3e-4 warm);
+#   hold      75 episodes each at skill 1.0 / 0.75 recorded 16 steps past success (--after-success:
+#             the cube held up, which episodes that end on success never show), read together with
+#             lift_train.hdf5 from data/lift-hold/ (DATA=data/lift-hold)
+#   dynamics  train-wm on DATA (default data/lift_train.hdf5) from scratch (the codec's statistics,
+#             then the dynamics), or with INIT (a world model, e.g. assets:wm/pushcube) warm-started
+#             from it as wm_pickplace.sh does (its codec kept, layers of other shapes fresh); lr LR
+#             (default 5e-4 from scratch, 3e-4 warm);
 #             one core, MINUTES (default 60) per run; a rerun goes on from the run's train state up
 #             to STEPS (60000)
 #   heads     the heads pass (1,500 steps, real-frame labels: Lift's probe has no frame detector)
@@ -18,7 +22,7 @@
 #   zoo       wmsuite eval of $DST on assets/zoo/lift.json's SPLIT (default validation), once per judge
 #             (JUDGES, default "head state"), 16 sub-envs; the real episodes play once: later runs take
 #             them from REAL_FROM (default: this stage's first run) with --real-from
-# Seeds: train 600000.., held-out 700000.. (apart from any zoo's episode seeds, 0.. and 100000..).
+# Seeds: train 600000.., hold 650000.., held-out 700000.. (apart from the zoo's, 0.. and 100000..).
 set -euo pipefail
 export MUJOCO_GL=egl OMP_NUM_THREADS=${THREADS:-1}
 ENV=wmsuite/robosuite-Lift-v0
@@ -26,6 +30,7 @@ RUN=${RUN:-runs/wm-lift}
 DST=${DST:-assets/wm/lift}
 OUT=${OUT:-runs/wm-lift-figures}
 STAGE=${STAGE:-all}
+DATA=${DATA:-data/lift_train.hdf5}
 stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
 expert() { echo "wmsuite.envs.robosuite_experts:make_robosuite_expert{\"env_id\": \"$ENV\", \"skill\": $1, \"seed\": $2, \"horizon\": 4}"; }
 mkdir -p data "$OUT"
@@ -39,14 +44,22 @@ if stage data; then
         --num-envs 1 --out data/lift_heldout.hdf5 --append
   done
 fi
+if stage hold; then
+  mkdir -p data/lift-hold && ln -sf ../lift_train.hdf5 data/lift-hold/lift_train.hdf5
+  for s in 1.0 0.75; do
+    sd=$(python -c "print(650000 + int($s * 10000))")
+    wmsuite collect --env $ENV --policy "$(expert "$s" "$sd")" --episodes 75 --seed "$sd" --image-size 64 \
+        --num-envs 1 --after-success 16 --out data/lift-hold/hold_train.hdf5 --append
+  done
+fi
 if stage dynamics; then
-  common=(--data data/lift_train.hdf5 --out "$RUN" --codec.image-size 64 --model.camera agentview --seed 1)
+  common=(--data "$DATA" --out "$RUN" --codec.image-size 64 --model.camera agentview --seed 1)
   resume=(); [ -e "$RUN/latest/config.json" ] && resume=(--resume)
   start=(); lr=${LR:-5e-4}
   if [ -n "${INIT:-}" ]; then
     [ ${#resume[@]} -gt 0 ] || start=(--init-from "$INIT")
     lr=${LR:-3e-4}
-    common=(--data data/lift_train.hdf5 --out "$RUN" --model.camera agentview --seed 1)  # sizes from INIT
+    common=(--data "$DATA" --out "$RUN" --model.camera agentview --seed 1)  # sizes from INIT
   else
     [ -e "$RUN/codec/config.json" ] || wmsuite train-wm "${common[@]}" --stage codec
   fi
@@ -54,7 +67,7 @@ if stage dynamics; then
       --dynamics.lr "$lr" --dynamics.save-every 500 --dynamics.max-minutes "${MINUTES:-60}" "${resume[@]}"
 fi
 if stage heads; then
-  wmsuite train-wm --data data/lift_train.hdf5 --out "$RUN" --stage heads --model.sampling-steps 3 \
+  wmsuite train-wm --data "$DATA" --out "$RUN" --stage heads --model.sampling-steps 3 \
       --heads-train.steps 1500 --heads.labels real --seed 1
 fi
 if stage export; then python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3; fi
