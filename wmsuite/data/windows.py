@@ -136,7 +136,8 @@ class WindowDataset(Dataset):
             "future_is_pad": torch.from_numpy(fut >= n_obs),
             "rewards": torch.from_numpy(rewards),
             "success": torch.tensor(ep.success),
-            "reached_success": torch.from_numpy(fut >= (ep.success_from if ep.success_from is not None else 2**62)),
+            "reached_success": torch.from_numpy(fut >= ep.success_from if ep.success_from is not None
+                                                else np.zeros(len(fut), bool)),
             "episode_index": torch.tensor(e),
             "t": torch.tensor(t),
             "task": ep.task,  # the language instruction (a list of strings once batched)
