@@ -114,6 +114,7 @@ class WindowDataset(Dataset):
         ctx = np.arange(t - cfg.context + 1, t + 1)  # (K,)
         act = np.arange(t, t + cfg.chunk)  # (Hc,)
         fut = np.arange(t + 1, t + 1 + cfg.future)  # (F,)
+        done_from = ep.success_from  # first frame showing the task done, or None
         ctx_c, act_c, fut_c = ctx.clip(0, n_obs - 1), act.clip(0, ep.length - 1), fut.clip(0, n_obs - 1)
 
         def frames(idx: np.ndarray) -> dict[str, torch.Tensor]:
@@ -136,8 +137,7 @@ class WindowDataset(Dataset):
             "future_is_pad": torch.from_numpy(fut >= n_obs),
             "rewards": torch.from_numpy(rewards),
             "success": torch.tensor(ep.success),
-            "reached_success": torch.from_numpy(fut >= ep.success_from if ep.success_from is not None
-                                                else np.zeros(len(fut), bool)),
+            "reached_success": torch.from_numpy(fut >= done_from if done_from is not None else np.zeros(len(fut), bool)),
             "episode_index": torch.tensor(e),
             "t": torch.tensor(t),
             "task": ep.task,  # the language instruction (a list of strings once batched)

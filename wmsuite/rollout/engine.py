@@ -109,7 +109,7 @@ def make_vector_env(env_id: str, num_envs: int = 1, asynchronous: bool = True,
         from wmsuite.rollout.ray_env import RayVectorEnv
 
         return RayVectorEnv(factory, num_envs, backend.workers, backend.address)
-    fns = [factory for _ in range(num_envs)]
+    fns = [factory] * num_envs  # stateless: each call makes a fresh env
     mode = gym.vector.AutoresetMode.DISABLED
     if asynchronous and num_envs > 1:
         return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode, context="spawn")
