@@ -183,6 +183,39 @@ def test_a_script_of_appended_collections_rerun_adds_nothing(tmp_path):
     assert [ep.meta["seed"] for ep in _episodes(out)] == [10, 11, 22, 23, 34, 35]  # seed + episodes held
 
 
+def test_a_script_of_appended_collections_resumes_from_the_top(tmp_path, monkeypatch):
+    """Killed during its second collection, the script is rerun from its first command: the first
+    finds its episodes (beside the second's shards) and does nothing, the second resumes; the file
+    ends as an uninterrupted run leaves it."""
+    from wmsuite.cli import main
+    from wmsuite.data import stream
+
+    def script(out):
+        base = ["collect", "--episodes", "3", "--image-size", "16", "--num-envs", "1", "--out", str(out), "--append"]
+        return [[*base, "--skill", "1.0", "--seed", "10"], [*base, "--skill", "0.5", "--seed", "20"]]
+
+    for args in script(tmp_path / "ref.hdf5"):
+        assert main(args) == 0
+    out = tmp_path / "s.hdf5"
+    first, second = script(out)
+    assert main(first) == 0
+    real_add, added = stream.EpisodeStream.add, []
+
+    def dies_after_one(self, ep):
+        if added:
+            raise KeyboardInterrupt
+        added.append(ep)
+        real_add(self, ep)
+
+    monkeypatch.setattr(stream.EpisodeStream, "add", dies_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        main(second)
+    monkeypatch.setattr(stream.EpisodeStream, "add", real_add)
+    assert main(first) == 0 and (tmp_path / "s.hdf5.parts").is_dir() and len(_episodes(out)) == 3
+    assert main(second) == 0 and not (tmp_path / "s.hdf5.parts").exists()
+    assert _same(_episodes(out), _episodes(tmp_path / "ref.hdf5"))
+
+
 def test_leftover_shards_of_another_collection_are_refused(tmp_path, capsys, monkeypatch):
     from wmsuite.cli import main
     from wmsuite.data import stream
