@@ -10,6 +10,12 @@
 #   hold      75 episodes each at skill 1.0 / 0.75 recorded 16 steps past success (--after-success:
 #             the cube held up, which episodes that end on success never show), read together with
 #             lift_train.hdf5 from data/lift-hold/ (DATA=data/lift-hold)
+#   holdall   the data stage's five collections again (same skills, seeds and counts) recorded 16 steps
+#             past success, into data/lift-hold-all/lift_train_hold16.hdf5 (DATA=data/lift-hold-all):
+#             each episode is lift_train.hdf5's up to its success, and failures keep their share
+#   slow      the expert at skill 1.0 / 0.75 behind ActionScale 0.5 / 0.25 (30 episodes each, 16 steps
+#             past success): slow arms, which the experts' own episodes never show, into
+#             data/lift-slow/slow_hold16.hdf5, read with the holdall file (DATA=data/lift-slow)
 #   dynamics  train-wm on DATA (default data/lift_train.hdf5) from scratch (the codec's statistics,
 #             then the dynamics), or with INIT (a world model, e.g. assets:wm/pushcube) warm-started
 #             from it as wm_pickplace.sh does (its codec kept, layers of other shapes fresh); lr LR
@@ -50,6 +56,24 @@ if stage hold; then
     sd=$(python -c "print(650000 + int($s * 10000))")
     wmsuite collect --env $ENV --policy "$(expert "$s" "$sd")" --episodes 75 --seed "$sd" --image-size 64 \
         --num-envs 1 --after-success 16 --out data/lift-hold/hold_train.hdf5 --append
+  done
+fi
+if stage holdall; then
+  for s in 1.0 0.75 0.5 0.25 0.0; do
+    sd=$(python -c "print(600000 + int($s * 10000))")
+    wmsuite collect --env $ENV --policy "$(expert "$s" "$sd")" --episodes 60 --seed "$sd" --image-size 64 \
+        --num-envs 1 --after-success 16 --out data/lift-hold-all/lift_train_hold16.hdf5 --append
+  done
+fi
+if stage slow; then
+  mkdir -p data/lift-slow && ln -sf ../lift-hold-all/lift_train_hold16.hdf5 data/lift-slow/lift_train_hold16.hdf5
+  for s in 1.0 0.75; do
+    for k in 0.5 0.25; do
+      sd=$(python -c "print(680000 + int($s * 10000) + int($k * 1000))")
+      wmsuite collect --env $ENV --policy "wmsuite.policies.wrappers:ActionScale{\"inner\": \"$(expert "$s" "$sd" | sed 's/"/\\"/g')\", \"scale\": $k}" \
+          --episodes 30 --seed "$sd" --image-size 64 --num-envs 1 --after-success 16 --trust-code \
+          --out data/lift-slow/slow_hold16.hdf5 --append
+    done
   done
 fi
 if stage dynamics; then
