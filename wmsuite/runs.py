@@ -97,6 +97,16 @@ def open_run(out: str | Path, command: str, identity: dict[str, Any], force_new:
     return {**_write_record(out, command, identity, state), "resumed": False}
 
 
+def holds_run(out: str | Path, identity: dict[str, Any]) -> bool:
+    """Whether `out` holds a readable record of the run `identity` names: the run `open_run` would
+    resume there (an unreadable or missing record is no run)."""
+    try:
+        old = json.loads((Path(out) / RECORD).read_text())["identity"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return not _differences(old, json.loads(dumps_strict(identity)), ())
+
+
 def _write_record(out: Path, command: str, identity: dict[str, Any], state: dict[str, Any] | None) -> dict[str, Any]:
     from wmsuite import __version__
 

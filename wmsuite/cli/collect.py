@@ -30,7 +30,7 @@ from wmsuite.cli.common import SimBackendFlags, check_env_id, resolve_policy, se
 from wmsuite.data import count_episodes
 from wmsuite.data.stream import EpisodeStream, held_runs
 from wmsuite.rollout import Intervention, RolloutConfig, make_vector_env, rollout
-from wmsuite.runs import dumps_strict, ensure_writable, open_run
+from wmsuite.runs import ensure_writable, holds_run, open_run
 from wmsuite.specs import check_trust, spec_fingerprint, trust_code
 
 
@@ -120,7 +120,7 @@ def run(cfg: CollectConfig) -> int:
     # a finished collection rerun (a kill as it exited, or a script of several --append commands run
     # again, perhaps with a later collection's shards waiting in <out>.parts/): its id names the
     # episodes --out held when it began, so look for it at every such count
-    if existing and not _parts_are_ours(parts, identity):
+    if existing and not holds_run(parts, identity):  # <out>.parts/ of another collection, or none
         held = held_runs(out)
         starts = range(existing - cfg.episodes + 1) if cfg.append else [0]
         if any(held.get(_run_id(identity, s)) == set(range(cfg.episodes)) for s in starts):
@@ -164,14 +164,6 @@ def run(cfg: CollectConfig) -> int:
           f"{new / max(wall, 1e-9) * 60:.1f} episodes/min; merged {merged}; {out} now holds "
           f"{count_episodes(out)} episodes" + (f"; the expert took {intervened} of the {steps} actions" if guard else ""))
     return 0
-
-
-def _parts_are_ours(parts: Path, identity: dict) -> bool:
-    """Whether <out>.parts/ holds shards of this very collection (then its record says where it began)."""
-    try:
-        return json.loads((parts / "run.json").read_text())["identity"] == json.loads(dumps_strict(identity))
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
 
 
 def _run_id(identity: dict, start: int) -> str:
