@@ -47,6 +47,13 @@ INSTRUCTIONS = {
 # gripper-to-cube vector (3). Its table top is at z = LIFT_TABLE_HEIGHT (the arena's table_offset).
 LIFT_ENV_STATE_DIM = 10
 LIFT_CUBE_XY = slice(0, 2)
+LIFT_CUBE_XYZ = slice(0, 3)
+LIFT_EEF_XYZ = slice(0, 3)  # of agent_pos: end-effector position (3), quaternion (4), fingers (2)
+LIFT_REACH = 0.021 + 0.01
+"""m between the end effector and the cube's centre within which the gripper can hold and move the cube:
+the cube's half size (robosuite samples 0.020-0.022) and a centimetre of reading error. The "tracked"
+judge (world_models/env.py) holds the cube where it was wherever the fingers are farther away, so a
+cube drawn rising beside fingers that closed on air is not a lift."""
 LIFT_TABLE_HEIGHT = 0.8  # m
 LIFT_MIN_HEIGHT = 0.04  # m above the table: robosuite's Lift._check_success
 

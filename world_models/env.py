@@ -100,9 +100,11 @@ class ObjectTracking:
     """What the "tracked" judge needs of a task (the composer fills it in from the task probe)."""
 
     agent_xy: slice
-    """agent_pos[..., agent_xy]: the agent's (x, y) in metres."""
+    """agent_pos[..., agent_xy]: the agent's (x, y) in metres, or its (x, y, z) where the task's success
+    is a height (Lift)."""
     object_xy: slice
-    """environment_state[..., object_xy]: the manipulated object's (x, y) in metres."""
+    """environment_state[..., object_xy]: the manipulated object's position in metres, as many entries
+    as agent_xy."""
     reach: float
     """Metres between the agent's and the object's centres within which the agent can move the object
     in one step (contact distance plus one step of motion and the heads' reading error)."""
@@ -113,6 +115,15 @@ class ObjectTracking:
     def __post_init__(self) -> None:
         if not self.reach > 0:
             raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
+        sizes = {len(range(*s.indices(1 << 16))) for s in (self.agent_xy, *self.objects_xy)}
+        if len(sizes) != 1:
+            raise ValueError("agent_xy, object_xy and others_xy must name positions of one size (all (x, y) "
+                             f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
+
+    @property
+    def dims(self) -> int:
+        """Entries of one tracked position: 2 for (x, y), 3 for (x, y, z)."""
+        return len(range(*self.agent_xy.indices(1 << 16)))
 
     @property
     def objects_xy(self) -> tuple[slice, ...]:
@@ -200,7 +211,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
         self._success = np.zeros(num_envs, bool)
         n_objects = len(tracking.objects_xy) if tracking is not None else 1
-        self._tracked = np.zeros((num_envs, n_objects, 2), np.float32)  # each tracked object's (x, y) per sub-env
+        self._tracked = np.zeros((num_envs, n_objects, tracking.dims if tracking else 2),
+                                 np.float32)  # each tracked object's position per sub-env
         self._start_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)  # environment_state at reset
         self._t = np.zeros(num_envs, np.int64)
         self._start_error = np.zeros(num_envs, np.float32)  # heads' reading of the real start vs the real state

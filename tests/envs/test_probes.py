@@ -74,6 +74,21 @@ def _rollouts(env_id: str, skills: tuple[float, ...] = (1.0, 0.0)):
     return [np.array(column) for column in zip(*rows)]
 
 
+def test_a_probe_refuses_an_auto_judge_it_cannot_run_and_tracked_positions_of_two_sizes():
+    from dataclasses import replace
+
+    lift = get_probe("wmsuite/robosuite-Lift-v0")
+    assert lift.reach is not None and lift.auto_judge == "head"
+    with pytest.raises(ValueError, match="auto_judge"):
+        replace(lift, reach=None, auto_judge="tracked")
+    with pytest.raises(ValueError, match="auto_judge"):
+        replace(lift, auto_judge="best")
+    with pytest.raises(ValueError, match="one size"):
+        replace(lift, tracked_object=slice(0, 2))
+    with pytest.raises(ValueError, match="go together"):
+        replace(lift, tracked_object=None)
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_success_and_slices_agree_with_the_simulator_on_expert_rollouts(env_id):
     probe = get_probe(env_id)
@@ -162,5 +177,38 @@ def test_robosuite_probes_against_their_simulator(env_id):
             state = {k: v[None] for k, v in obs.items() if k != "pixels"}
             obs, _, _, _, info = env.step(expert.select_action(state)[0])
         assert any(successes) and not all(successes)
+    finally:
+        env.close()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("env_id", [i for i in ROBOSUITE_IDS if i in PROBES and PROBES[i].reach is not None])
+def test_robosuite_reach_separates_a_grasp_from_the_experts_missed_grasps(env_id):
+    """The tracked judge's reach, in the real simulator: the fingers hold the lifted cube within it, and
+    the expert's missed grasps (closed beside the cube, or above it) never come that close, so the judge
+    can tell a lift from a cube drawn rising beside empty fingers."""
+    pytest.importorskip("robosuite", reason="robosuite extra not installed: pip install 'wmsuite[sim]'")
+    from wmsuite.envs.robosuite_experts import RobosuiteExpert
+
+    probe = get_probe(env_id)
+    env = gym.make(env_id, cameras=(), terminate_on_success=False)
+    task = env_id.removeprefix("wmsuite/robosuite-").removesuffix("-v0")
+    try:
+        for failure in (None, "offset", "early_close"):
+            expert = RobosuiteExpert(task=task, skill=1.0, seed=3, force_failure=failure)
+            expert.reset_envs([0])
+            obs, info = env.reset(seed=3)
+            gaps, lifted = [], []
+            for _ in range(120):
+                state = {k: v[None] for k, v in obs.items() if k != "pixels"}
+                obs, _, _, _, info = env.step(expert.select_action(state)[0])
+                gaps.append(np.linalg.norm(obs["agent_pos"][probe.tracked_agent]
+                                           - obs["environment_state"][probe.tracked_object]))
+                lifted.append(info["is_success"])
+            gaps, lifted = np.array(gaps), np.array(lifted)
+            if failure is None:
+                assert lifted.any() and (gaps[lifted] < probe.reach).all()
+            else:
+                assert not lifted.any() and gaps.min() > probe.reach, (failure, gaps.min())
     finally:
         env.close()

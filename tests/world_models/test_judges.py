@@ -119,6 +119,30 @@ def test_tracked_judge_moves_the_object_only_within_reach_of_the_agent(episodes)
     assert np.isfinite(env._env_state).all()
 
 
+def test_tracked_judge_in_three_dimensions_holds_an_object_the_agent_is_above(episodes):
+    """Tracking (x, y, z) (Lift, whose success is a height): fingers right above the object, beside it in
+    height only, are out of reach, so a reading that lifts the object is not believed; fingers on it
+    are followed. Positions of different sizes are refused."""
+    from wmsuite.world_models.env import ObjectTracking
+
+    tracking = ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 3), reach=1.0)
+    assert tracking.dims == 3
+    env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
+                        seed=0, success_fn=_x_above(1e9), judge="tracked", tracking=tracking)
+    env.reset(seed=[0, 1])
+    start = env._tracked[:, 0].copy()  # (2, 3)
+    np.testing.assert_array_equal(start[0], episodes[0].env_state[0, :3])
+    agent = np.zeros((2, 3, 3), np.float32)
+    agent[0] = start[0]  # on the object
+    agent[1] = start[1] + [0.0, 0.0, 5.0]  # the same (x, y), 5 above: a 2-D tracker would follow
+    read = np.broadcast_to(np.array([5.0, 6.0, 9.0, 7.0], np.float32), (2, 3, 4)).copy()
+    tracked = env._track(agent, read)
+    np.testing.assert_array_equal(tracked[0, :, :3], np.tile([5.0, 6.0, 9.0], (3, 1)))
+    np.testing.assert_array_equal(tracked[1, :, :3], np.tile(start[1], (3, 1)))
+    with pytest.raises(ValueError, match="one size"):
+        ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 2), reach=1.0)
+
+
 def test_tracked_judge_moves_each_object_only_within_reach_of_the_agent(episodes):
     """With two tracked objects (a task that moves two cubes), each follows the reading only where the
     agent is within reach of that object: the one the agent pushes moves, the other stays put."""

@@ -143,7 +143,7 @@ def resolve_judge(cfg: EvalConfig) -> str:
     if cfg.judge != "auto":
         return cfg.judge
     probe = task_probe(cfg.env)
-    return "tracked" if probe is not None and probe.reach is not None else "head"
+    return probe.auto_judge if probe is not None else "head"
 
 
 def load_round_trip_model(cfg: EvalConfig, model):
@@ -251,8 +251,9 @@ class EnvFactory:
         probe = task_probe(cfg.env)
         tracking = None
         if probe is not None and probe.reach is not None:
-            tracking = ObjectTracking(agent_xy=probe.agent_xy, object_xy=probe.object_xy, reach=probe.reach,
-                                      others_xy=probe.others_xy)
+            agent = probe.tracked_agent if probe.tracked_agent is not None else probe.agent_xy
+            held = probe.tracked_object if probe.tracked_object is not None else probe.object_xy
+            tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=probe.others_xy)
         return make_world_model_env(self.model, cfg.env, cfg.num_envs, device=cfg.device,
                                     sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,
