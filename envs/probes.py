@@ -60,8 +60,9 @@ class TaskProbe:
     (world_models/env.py); None where the task defines none."""
     auto_judge: str = "head"
     """The judge `wmsuite eval --judge auto` stands for on this task: the one of lower mean |error| on
-    its zoo's validation split ("tracked" needs `reach`). The pushing tasks' is "tracked"; Lift's is
-    "head", its tracked judge having measured worse there (experiments/world_models_journal.md)."""
+    its zoo's validation split ("tracked" needs `reach`). The pushing tasks' is "tracked", PickPlace's
+    "state" (its model card), Lift's "head"; the tracked judges of PickPlace and Lift measured worse
+    there (experiments/world_models_journal.md)."""
     tracked_agent: slice | None = None
     """agent_pos slice the "tracked" judge measures the reach from (None: agent_xy). Lift's is the end
     effector's (x, y, z): its success is a height, so the judge must hold the cube's height too."""
@@ -183,7 +184,8 @@ PROBES: dict[str, TaskProbe] = _probes(
               agent_xy=slice(0, 2), object_xy=slice(0, 2),
               success_from_env_state=pick_place.is_success_from_env_state,
               object_xy_from_frames=pick_place.detect_cube_xy, perturb_start=_nudge_cube,
-              static_state=slice(3, 6)),
+              static_state=slice(3, 6), reach=pick_place.TRACKED_REACH, tracked_agent=slice(0, 3),
+              tracked_object=slice(0, 3), auto_judge="state"),
     # agent_pos (2,) pusher xy; environment_state (12,) red cube xy, cos/sin 4*yaw, green cube the same,
     # red goal xy, green goal xy (push_two_cubes.py). The probe's object is the red cube, the green one
     # the other object; PushCube's reach (the same cubes, pusher and action)

@@ -90,10 +90,10 @@ def test_eval_split_picks_the_split_and_its_seed(tmp_path):
     entries, _, seed = policy_entries(EvalConfig(zoo=str(manifest), split="test", seed=7))
     assert [e.name for e in entries] == ["p2", "p3", "p4"] and seed == 7
     assert policy_entries(EvalConfig(zoo=str(manifest)))[2] == 0
-    # --judge auto: the probe's auto_judge (tracked on the pushing tasks; Lift has a reach, yet its
-    # validation split chose the head), the success head elsewhere
+    # --judge auto: the probe's auto_judge (tracked on the pushing tasks, the state rule on PickPlace; Lift
+    # has a reach, yet its validation split chose the head), the success head where there is no probe
     assert resolve_judge(EvalConfig()) == "tracked" and resolve_judge(EvalConfig(judge="state")) == "state"
-    assert resolve_judge(EvalConfig(env="wmsuite/PickPlace-v0")) == "head"
+    assert resolve_judge(EvalConfig(env="wmsuite/PickPlace-v0")) == "state"
     assert resolve_judge(EvalConfig(env="wmsuite/robosuite-Lift-v0")) == "head"
     with pytest.raises(ValueError, match="does not apply to --policies"):
         policy_entries(EvalConfig(policies=("expert@1", "expert@0"), split="test"))
