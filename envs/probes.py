@@ -60,9 +60,9 @@ class TaskProbe:
     (world_models/env.py); None where the task defines none."""
     auto_judge: str = "head"
     """The judge `wmsuite eval --judge auto` stands for on this task: the one of lower mean |error| on
-    its zoo's validation split ("tracked" needs `reach`). The pushing tasks' is "tracked", PickPlace's
-    "state" (its model card), Lift's "head"; the tracked judges of PickPlace and Lift measured worse
-    there (experiments/world_models_journal.md)."""
+    its zoo's validation split ("tracked" needs `reach`). The pushing tasks' is "tracked" (chosen on
+    PushCube's families zoo), PickPlace's "state" (its model card), Lift's "head"; the tracked judges
+    of PickPlace and Lift measured worse there (experiments/world_models_journal.md)."""
     tracked_agent: slice | None = None
     """agent_pos slice the "tracked" judge measures the reach from (None: agent_xy). Lift's is the end
     effector's (x, y, z): its success is a height, so the judge must hold the cube's height too."""
