@@ -64,8 +64,9 @@ class TaskProbe:
     PushCube's families zoo), PickPlace's "state" (its model card), Lift's "head"; the tracked judges
     of PickPlace and Lift measured worse there (experiments/world_models_journal.md)."""
     tracked_agent: slice | None = None
-    """agent_pos slice the "tracked" judge measures the reach from (None: agent_xy). Lift's is the end
-    effector's (x, y, z): its success is a height, so the judge must hold the cube's height too."""
+    """agent_pos slice the "tracked" judge measures the reach from (None: agent_xy). Lift's and
+    PickPlace's are the hand's (x, y, z): their success needs a height, so the judge must hold the
+    cube's height too."""
     tracked_object: slice | None = None
     """environment_state slice of the object's position the "tracked" judge holds (None: object_xy); the
     same length as the agent's."""

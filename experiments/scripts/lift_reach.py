@@ -3,7 +3,7 @@
 grasp that closed on air.
 
     OMP_NUM_THREADS=1 python experiments/scripts/lift_reach.py --wm runs/wm-lift-holdall-export \
-        --data data/lift-slow/slow_hold16.hdf5 --out runs/lift-reach/holdall
+        --data data/lift-slow/slow_hold16.hdf5 --out runs/lift-reach/holdall-slow
 
 Imagines every episode of --data open loop from its first frame with its own actions
 (eval_harness.fidelity.rollout_open_loop) and reads, on every generated frame, the end effector's and
@@ -32,6 +32,7 @@ from wmsuite.world_models import load_world_model
 from wmsuite.world_models.codec import stack_cameras
 
 QUANTILES = (0.01, 0.05, 0.5, 0.95, 0.99)
+LIFT = "wmsuite/robosuite-Lift-v0"
 FAR = 0.045  # m: the expert's missed grasps close at least this far from the cube's centre
 
 
@@ -49,13 +50,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wm", required=True)
     ap.add_argument("--data", required=True)
-    ap.add_argument("--env", default="wmsuite/robosuite-Lift-v0")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    probe = get_probe(args.env)
-    if probe.tracked_agent is None:
-        raise SystemExit(f"{args.env}'s probe tracks no (x, y, z); this study is for Lift")
+    probe = get_probe(LIFT)
     model = load_world_model(args.wm)
     episodes = load_episodes(args.data)
     gaps = {f"{kind}/{g}": [] for kind in ("generated", "real") for g in ("held", "far")}
