@@ -44,8 +44,8 @@ MAX_EPISODE_STEPS = 120
 TRACKED_REACH = 0.075
 """m between the hand and the cube's centre (x, y, z) within which the "tracked" judge believes a moving
 cube (world_models/env.py): the smallest reach, in 5 mm steps, at which that rule on the true states
-gives every episode of the shipped model's training data its real outcome (a cube falling from an
-opened hand lands a few centimetres from it; experiments/world_models_journal.md)."""
+gives every episode of the shipped model's training data its real outcome
+(experiments/world_models_journal.md)."""
 
 
 def is_success_from_env_state(env_state: np.ndarray) -> np.ndarray:

@@ -54,8 +54,9 @@ class TaskProbe:
     vertical; takes effect at the next forward pass. None where the task defines no such nudge."""
     reach: float | None = None
     """Metres between the agent's and the object's (x, y) (or the positions `tracked_agent` and
-    `tracked_object` name) within which the agent can move the object in one step: contact distance plus
-    one step of the agent's motion plus a centimetre of reading error.
+    `tracked_object` name) within which the agent can move the object in one step: for the pushing tasks
+    and Lift, contact distance plus one step of the agent's motion plus a centimetre of reading error;
+    PickPlace's is fitted on its training files' true states (pick_place.TRACKED_REACH).
     The learned simulator's "tracked" judge holds the object still wherever the agent is farther away
     (world_models/env.py); None where the task defines none."""
     auto_judge: str = "head"
@@ -133,6 +134,15 @@ class TaskProbe:
     def objects_xy(self) -> tuple[slice, ...]:
         """Every moved object's (x, y) slice of environment_state, the probe's object first."""
         return (self.object_xy, *self.others_xy)
+
+    @property
+    def tracked(self) -> tuple[slice, tuple[slice, ...]]:
+        """What the "tracked" judge compares: (the agent_pos slice, the environment_state slices of every
+        tracked object, the probe's object first): `tracked_agent` / `tracked_object` where set, else
+        agent_xy / object_xy."""
+        agent = self.tracked_agent if self.tracked_agent is not None else self.agent_xy
+        held = self.tracked_object if self.tracked_object is not None else self.object_xy
+        return agent, (held, *self.others_xy)
 
     @property
     def detected_xy(self) -> tuple[slice, ...]:

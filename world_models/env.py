@@ -115,7 +115,7 @@ class ObjectTracking:
     def __post_init__(self) -> None:
         if not self.reach > 0:
             raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
-        sizes = {len(range(*s.indices(1 << 16))) for s in (self.agent_xy, *self.objects_xy)}
+        sizes = {_size(s) for s in (self.agent_xy, *self.objects_xy)}
         if len(sizes) != 1:
             raise ValueError("agent_xy, object_xy and others_xy must name positions of one size (all (x, y) "
                              f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
@@ -123,12 +123,17 @@ class ObjectTracking:
     @property
     def dims(self) -> int:
         """Entries of one tracked position: 2 for (x, y), 3 for (x, y, z)."""
-        return len(range(*self.agent_xy.indices(1 << 16)))
+        return _size(self.agent_xy)
 
     @property
     def objects_xy(self) -> tuple[slice, ...]:
         """Every tracked object's (x, y) slice, the manipulated object first."""
         return (self.object_xy, *self.others_xy)
+
+
+def _size(positions: slice) -> int:
+    """Entries a slice of a state vector picks (the vectors are far shorter than 2**16)."""
+    return len(range(*positions.indices(1 << 16)))
 
 
 class WorldModelEnv(gym.vector.VectorEnv):

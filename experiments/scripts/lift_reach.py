@@ -36,10 +36,15 @@ LIFT = "wmsuite/robosuite-Lift-v0"
 FAR = 0.045  # m: the expert's missed grasps close at least this far from the cube's centre
 
 
+def gap(agent: np.ndarray, env_state: np.ndarray, probe) -> np.ndarray:
+    """(T+1, D), (T+1, E) -> (T+1,) metres between the end effector and the cube's centre."""
+    return np.linalg.norm(agent[:, probe.tracked_agent] - env_state[:, probe.tracked_object], axis=-1)
+
+
 def groups(agent: np.ndarray, env_state: np.ndarray, probe) -> dict[str, np.ndarray]:
     """True states (T+1, D), (T+1, E) -> {group: (T+1,) bool} (see the module docstring)."""
-    gap = np.linalg.norm(agent[:, probe.tracked_agent] - env_state[:, probe.tracked_object], axis=-1)
-    return {"held": probe.success_from_env_state(env_state) & (gap < 0.02), "far": gap > FAR}
+    apart = gap(agent, env_state, probe)
+    return {"held": probe.success_from_env_state(env_state) & (apart < 0.02), "far": apart > FAR}
 
 
 def quantiles(x: list[float]) -> dict[str, float]:
@@ -69,7 +74,7 @@ def main() -> None:
             truth = groups(ep.state, ep.env_state, probe)
             for kind, agent, state in (("generated", heads["agent_pos"][i, :t], heads["environment_state"][i, :t]),
                                        ("real", real[i]["agent_pos"], real[i]["environment_state"])):
-                read = np.linalg.norm(agent.numpy()[:, probe.tracked_agent] - state.numpy()[:, probe.tracked_object], axis=-1)
+                read = gap(agent.numpy(), state.numpy(), probe)
                 for g, mask in truth.items():
                     gaps[f"{kind}/{g}"] += read[mask].tolist()
     metrics = {name: quantiles(v) for name, v in gaps.items()} | {"wm": args.wm, "data": args.data,

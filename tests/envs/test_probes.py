@@ -104,8 +104,7 @@ def test_success_and_slices_agree_with_the_simulator_on_expert_rollouts(env_id):
 def _tracked_success(probe, agent_pos: np.ndarray, env_state: np.ndarray) -> np.ndarray:
     """The "tracked" judge's rule on one episode's true states (T+1, D), (T+1, E): the object's position
     believed only where the agent is within reach of where it was (world_models/env.py, ObjectTracking)."""
-    agent_at = probe.tracked_agent if probe.tracked_agent is not None else probe.agent_xy
-    objects = (probe.tracked_object if probe.tracked_object is not None else probe.object_xy, *probe.others_xy)
+    agent_at, objects = probe.tracked
     held, out = [env_state[0, xy].copy() for xy in objects], env_state.copy()
     for t in range(len(env_state)):
         for o, xy in enumerate(objects):

@@ -251,9 +251,8 @@ class EnvFactory:
         probe = task_probe(cfg.env)
         tracking = None
         if probe is not None and probe.reach is not None:
-            agent = probe.tracked_agent if probe.tracked_agent is not None else probe.agent_xy
-            held = probe.tracked_object if probe.tracked_object is not None else probe.object_xy
-            tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=probe.others_xy)
+            agent, (held, *others) = probe.tracked
+            tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others))
         return make_world_model_env(self.model, cfg.env, cfg.num_envs, device=cfg.device,
                                     sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,
