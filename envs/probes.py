@@ -71,6 +71,10 @@ class TaskProbe:
     tracked_object: slice | None = None
     """environment_state slice of the object's position the "tracked" judge holds (None: object_xy); the
     same length as the agent's."""
+    grasp_action: int | None = None
+    """Index of the gripper command in an action (> 0 closes): with it and `reach`, the "latched" judge
+    (the tracked judge that carries a grasped object with the agent until the gripper opens) can run.
+    Lift's is robosuite's gripper entry; None where the agent has no gripper command."""
     others_xy: tuple[slice, ...] = ()
     """environment_state slices of the other objects the agent moves, each an (x, y) in metres
     (PushTwoCubes' green cube): the "tracked" judge follows them as it follows the object."""
@@ -112,10 +116,14 @@ class TaskProbe:
                 ("object_xy", self.env_state_dim, xy) for xy in self.objects_xy)):
             if len(range(dim)[xy]) != 2:
                 raise ValueError(f"{self.env_id}: {name} must pick 2 of the {dim} entries, got {xy}")
-        if self.auto_judge not in ("head", "state", "both", "tracked") or \
-                (self.auto_judge == "tracked" and self.reach is None):
-            raise ValueError(f"{self.env_id}: auto_judge must be head, state, both or tracked (tracked needs a "
-                             f"reach), got {self.auto_judge!r}")
+        if self.auto_judge not in ("head", "state", "both", "tracked", "latched") or \
+                (self.auto_judge in ("tracked", "latched") and self.reach is None) or \
+                (self.auto_judge == "latched" and self.grasp_action is None):
+            raise ValueError(f"{self.env_id}: auto_judge must be head, state, both, tracked or latched (tracked "
+                             f"needs a reach, latched a reach and a grasp_action), got {self.auto_judge!r}")
+        if self.grasp_action is not None and not 0 <= self.grasp_action < self.action_dim:
+            raise ValueError(f"{self.env_id}: grasp_action must index the {self.action_dim}-d action, "
+                             f"got {self.grasp_action}")
         if (self.tracked_agent is None) != (self.tracked_object is None) or (self.tracked_agent is not None and (
                 len(range(self.agent_dim)[self.tracked_agent]) != len(range(self.env_state_dim)[self.tracked_object]))):
             raise ValueError(f"{self.env_id}: tracked_agent and tracked_object go together and pick positions "
@@ -232,7 +240,8 @@ PROBES: dict[str, TaskProbe] = _probes(
               object_xy=robosuite_env.LIFT_CUBE_XY,
               success_from_env_state=robosuite_env.lift_success_from_env_state,
               object_xy_from_frames=None, perturb_start=None, reach=robosuite_env.LIFT_REACH,
-              tracked_agent=robosuite_env.LIFT_EEF_XYZ, tracked_object=robosuite_env.LIFT_CUBE_XYZ),
+              tracked_agent=robosuite_env.LIFT_EEF_XYZ, tracked_object=robosuite_env.LIFT_CUBE_XYZ,
+              grasp_action=robosuite_env.GRIPPER_ACTION),
 )
 """env id -> its probe: the one registry; tests sweep it."""
 

@@ -54,6 +54,8 @@ LIFT_REACH = 0.021 + 0.01
 the cube's half size (robosuite samples 0.020-0.022) and a centimetre of reading error. The "tracked"
 judge (world_models/env.py) holds the cube where it was wherever the fingers are farther away, so a
 cube drawn rising beside fingers that closed on air is not a lift."""
+GRIPPER_ACTION = 6
+"""Index of the gripper command in an OSC_POSE action (six arm entries, then -1 open / +1 close)."""
 LIFT_TABLE_HEIGHT = 0.8  # m
 LIFT_MIN_HEIGHT = 0.04  # m above the table: robosuite's Lift._check_success
 

@@ -19,10 +19,11 @@ from wmsuite.checkpoint import load_checkpoint
 from wmsuite.config import from_dict
 from wmsuite.specs import checkpoint_dir
 from wmsuite.world_models.config import CodecConfig, WorldModelConfig
-from wmsuite.world_models.env import ObjectTracking, WorldModelEnv
+from wmsuite.world_models.env import WorldModelEnv
 from wmsuite.world_models.make import make_world_model_env
 from wmsuite.world_models.model import BACKWARD, FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState
+from wmsuite.world_models.tracking import ObjectTracking
 
 WORLD_MODELS: dict[str, type[LatentWorldModel]] = {"LatentWorldModel": LatentWorldModel}
 

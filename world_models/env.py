@@ -24,11 +24,14 @@
   Judges: "head" (the learned success head), "state" (the task's own success rule, `success_fn`,
   applied to the environment_state head's reading of each generated frame: success follows from
   where the imagined object is, not from correlates such as where the agent is), "both" (the two
-  agree) and "tracked": the task's rule on object positions that each move only while the agent is
+  agree), "tracked": the task's rule on object positions that each move only while the agent is
   within `ObjectTracking.reach` of that object (objects do not move untouched: an object drawn beside
   an agent far from the real one is not the object; a task that moves two cubes tracks both, and a
-  cube pushed by the other cube stays where it was). Under "tracked" the observation's
-  environment_state holds the tracked positions, so policies act on the world the judge sees. `static_state` names the
+  cube pushed by the other cube stays where it was), and "latched" (tasks with a gripper command,
+  `ObjectTracking.grasp_action`): "tracked" where a grasp, closed within reach, carries the object
+  with the agent until the gripper opens (world_models/tracking.py). Under "tracked" and "latched"
+  the observation's environment_state holds the believed positions, so policies act on the world the
+  judge sees. `static_state` names the
   environment_state entries the task keeps fixed through an episode (a goal's position): they are
   known from the real start, so the observation and the state judges hold them there instead of
   re-reading them from generated frames, where a drawn goal may drift (towards the object, as in the
@@ -71,7 +74,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -86,54 +88,14 @@ from wmsuite.world_models.contexts import ContextSource, Observation
 from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
+from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
 from wmsuite.world_models.trust import check_backward_model, round_trip_error, start_reading_error
 
 if TYPE_CHECKING:  # the bank is only called; `python -m wmsuite.world_models.novelty` runs it as __main__
     from wmsuite.world_models.novelty import PatchNovelty
 
-JUDGES = ("head", "state", "both", "tracked")
+JUDGES = ("head", "state", "both", "tracked", "latched")
 """What ends an imagined episode as a success (see the module docstring)."""
-
-
-@dataclass(frozen=True)
-class ObjectTracking:
-    """What the "tracked" judge needs of a task (the composer fills it in from the task probe)."""
-
-    agent_xy: slice
-    """agent_pos[..., agent_xy]: the agent's (x, y) in metres, or its (x, y, z) where the task's success
-    is a height (Lift)."""
-    object_xy: slice
-    """environment_state[..., object_xy]: the manipulated object's position in metres, as many entries
-    as agent_xy."""
-    reach: float
-    """Metres between the agent's and the object's centres within which the agent can move the object
-    in one step (contact distance plus one step of motion and the heads' reading error)."""
-    others_xy: tuple[slice, ...] = ()
-    """environment_state slices of the other objects the agent moves (PushTwoCubes' green cube), each
-    tracked the same way with the same reach."""
-
-    def __post_init__(self) -> None:
-        if not self.reach > 0:
-            raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
-        sizes = {_size(s) for s in (self.agent_xy, *self.objects_xy)}
-        if len(sizes) != 1:
-            raise ValueError("agent_xy, object_xy and others_xy must name positions of one size (all (x, y) "
-                             f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
-
-    @property
-    def dims(self) -> int:
-        """Entries of one tracked position: 2 for (x, y), 3 for (x, y, z)."""
-        return _size(self.agent_xy)
-
-    @property
-    def objects_xy(self) -> tuple[slice, ...]:
-        """Every tracked object's (x, y) slice, the manipulated object first."""
-        return (self.object_xy, *self.others_xy)
-
-
-def _size(positions: slice) -> int:
-    """Entries a slice of a state vector picks (the vectors are far shorter than 2**16)."""
-    return len(range(*positions.indices(1 << 16)))
 
 
 class WorldModelEnv(gym.vector.VectorEnv):
@@ -162,9 +124,12 @@ class WorldModelEnv(gym.vector.VectorEnv):
         if judge != "head" and success_fn is None:
             raise ValueError(f"judge {judge!r} needs success_fn, the task's success rule on environment_state "
                              "(e.g. wmsuite.envs.get_probe(env_id).success_from_env_state)")
-        if judge == "tracked" and tracking is None:
-            raise ValueError("judge 'tracked' needs tracking=ObjectTracking(agent_xy, object_xy, reach) from the "
+        if judge in ("tracked", "latched") and tracking is None:
+            raise ValueError(f"judge {judge!r} needs tracking=ObjectTracking(agent_xy, object_xy, reach) from the "
                              "task probe")
+        if judge == "latched" and tracking.grasp_action is None:
+            raise ValueError("judge 'latched' needs ObjectTracking.grasp_action (the task probe's grasp_action): "
+                             "this task's agent has no gripper command to latch a grasp on")
         self.success_fn, self.judge, self.tracking = success_fn, judge, tracking
         if static_state is not None and not range(model.cfg.env_state_dim)[static_state]:
             raise ValueError(f"static_state {static_state} picks no entry of the model's "
@@ -215,9 +180,11 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._agent_pos = np.zeros((num_envs, cfg.state_dim), np.float32)
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
         self._success = np.zeros(num_envs, bool)
-        n_objects = len(tracking.objects_xy) if tracking is not None else 1
-        self._tracked = np.zeros((num_envs, n_objects, tracking.dims if tracking else 2),
-                                 np.float32)  # each tracked object's position per sub-env
+        self._trackers = {}  # judge -> the object positions it believes (world_models/tracking.py)
+        if tracking is not None:
+            self._trackers["tracked"] = ObjectTracker(tracking, num_envs)
+            if tracking.grasp_action is not None:
+                self._trackers["latched"] = ObjectTracker(tracking, num_envs, latch=True)
         self._start_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)  # environment_state at reset
         self._t = np.zeros(num_envs, np.int64)
         self._start_error = np.zeros(num_envs, np.float32)  # heads' reading of the real start vs the real state
@@ -270,8 +237,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             if self._env_state.shape[1]:
                 self._env_state[rows] = np.stack(env_states)
                 self._start_state[rows] = self._env_state[rows]
-                if self.tracking is not None:
-                    self._tracked[rows] = np.stack([self._env_state[rows][:, xy] for xy in self.tracking.objects_xy], 1)
+                for tracker in self._trackers.values():
+                    tracker.reset(rows, self._env_state[rows])
             self._success[rows] = False
             self._t[rows] = 0
             if self.start_reading is not None:
@@ -296,14 +263,15 @@ class WorldModelEnv(gym.vector.VectorEnv):
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
             fired = {"head": (prob > self.success_threshold).cpu().numpy()}  # judge -> (n, H) bool
             env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
+            believed = {}  # judge -> its object positions (n, H, E)
             if self.static_state is not None:
                 env_state[..., self.static_state] = self._start_state[:, None, self.static_state]
             if self.success_fn is not None:
                 fired["state"] = np.asarray(self.success_fn(env_state), bool).reshape(prob.shape)
                 fired["both"] = fired["head"] & fired["state"]
-                if self.tracking is not None:
-                    tracked = self._track(heads["agent_pos"].cpu().numpy(), env_state)  # (n, H, E)
-                    fired["tracked"] = np.asarray(self.success_fn(tracked), bool).reshape(prob.shape)
+                for name, tracker in self._trackers.items():
+                    believed[name] = tracker.update(heads["agent_pos"].cpu().numpy(), env_state, act.cpu().numpy())
+                    fired[name] = np.asarray(self.success_fn(believed[name]), bool).reshape(prob.shape)
             hit = torch.as_tensor(fired[self.judge], device=self.device)  # (n, H)
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,
                                                                                      dtype=torch.long))  # (n,)
@@ -313,7 +281,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
         agent_pos = heads["agent_pos"].cpu().numpy().astype(np.float32)  # (n, H, D)
-        seen = (tracked if self.judge == "tracked" else env_state).astype(np.float32)  # (n, H, E)
+        seen = believed.get(self.judge, env_state).astype(np.float32)  # (n, H, E)
         picked = (np.arange(self.num_envs), first.cpu().numpy())
         self._agent_pos, self._env_state = agent_pos[picked], seen[picked]
         chunk = {"agent_pos": agent_pos, "environment_state": seen,  # every frame of the chunk (rollout/recorder.py: CHUNK_INFO)
@@ -371,18 +339,6 @@ class WorldModelEnv(gym.vector.VectorEnv):
                                    generator=self._back_gen, backward=self.round_trip_model, instruction=words)
             values[rows.cpu().numpy()] = err["latent"].cpu().numpy()
         return values, done.copy()
-
-    def _track(self, agent_pos: np.ndarray, env_state: np.ndarray) -> np.ndarray:
-        """agent_pos (n, H, D), env_state (n, H, E) as the heads read them -> env_state with each tracked
-        object's (x, y) replaced, frame by frame, by its tracked position: the reading where the agent is
-        within reach of where the object was, the previous position elsewhere. Advances self._tracked."""
-        trk, out = self.tracking, env_state.copy()
-        for h in range(env_state.shape[1]):
-            for o, xy in enumerate(trk.objects_xy):
-                near = np.linalg.norm(agent_pos[:, h, trk.agent_xy] - self._tracked[:, o], axis=-1) < trk.reach  # (n,)
-                self._tracked[:, o] = np.where(near[:, None], env_state[:, h, xy], self._tracked[:, o])
-                out[:, h, xy] = self._tracked[:, o]
-        return out
 
     def _obs(self) -> Observation:
         return {"pixels": {c: f.copy() for c, f in split_cameras(self._frames, self.camera).items()},

@@ -13,9 +13,10 @@ import numpy as np
 
 from wmsuite.rollout.engine import env_spec
 from wmsuite.world_models.contexts import GymResetContext
-from wmsuite.world_models.env import ObjectTracking, WorldModelEnv
+from wmsuite.world_models.env import WorldModelEnv
 from wmsuite.world_models.latent_memory import MemoryGeometry
 from wmsuite.world_models.model import LatentWorldModel
+from wmsuite.world_models.tracking import ObjectTracking
 
 if TYPE_CHECKING:  # as in env.py: `python -m wmsuite.world_models.novelty` runs that module as __main__
     from wmsuite.world_models.novelty import PatchNovelty

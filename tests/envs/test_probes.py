@@ -83,6 +83,11 @@ def test_a_probe_refuses_an_auto_judge_it_cannot_run_and_tracked_positions_of_tw
         replace(lift, reach=None, auto_judge="tracked")
     with pytest.raises(ValueError, match="auto_judge"):
         replace(lift, auto_judge="best")
+    assert lift.grasp_action == 6 and replace(lift, auto_judge="latched").auto_judge == "latched"
+    with pytest.raises(ValueError, match="auto_judge"):
+        replace(lift, grasp_action=None, auto_judge="latched")
+    with pytest.raises(ValueError, match="grasp_action must index"):
+        replace(lift, grasp_action=7)
     with pytest.raises(ValueError, match="one size"):
         replace(lift, tracked_object=slice(0, 2))
     with pytest.raises(ValueError, match="go together"):
@@ -101,23 +106,26 @@ def test_success_and_slices_agree_with_the_simulator_on_expert_rollouts(env_id):
     np.testing.assert_allclose(probe.agent_xy_from_agent_pos(agent_pos), agent_xy, atol=1e-6)
 
 
-def _tracked_success(probe, agent_pos: np.ndarray, env_state: np.ndarray) -> np.ndarray:
-    """The "tracked" judge's rule on one episode's true states (T+1, D), (T+1, E): the object's position
-    believed only where the agent is within reach of where it was (world_models/env.py, ObjectTracking)."""
-    agent_at, objects = probe.tracked
-    held, out = [env_state[0, xy].copy() for xy in objects], env_state.copy()
-    for t in range(len(env_state)):
-        for o, xy in enumerate(objects):
-            if np.linalg.norm(agent_pos[t, agent_at] - held[o]) < probe.reach:
-                held[o] = env_state[t, xy].copy()
-            out[t, xy] = held[o]
-    return probe.success_from_env_state(out)
+def _believed_success(probe, agent_pos: np.ndarray, env_state: np.ndarray, actions: np.ndarray,
+                      latch: bool) -> np.ndarray:
+    """The "tracked" (or, with latch, "latched") judge's rule on one episode's true states (T+1, D),
+    (T+1, E) and its actions (T, A), through the learned simulator's own tracker
+    (world_models/tracking.py): state t+1 follows action t."""
+    from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
+
+    agent_at, (held, *others) = probe.tracked
+    tracker = ObjectTracker(ObjectTracking(agent_xy=agent_at, object_xy=held, reach=probe.reach,
+                                           others_xy=tuple(others), grasp_action=probe.grasp_action), 1, latch=latch)
+    tracker.reset(np.zeros(1, int), env_state[:1])
+    believed = tracker.update(agent_pos[None, 1:], env_state[None, 1:], actions[None])[0]  # (T, E)
+    return probe.success_from_env_state(np.concatenate([env_state[:1], believed]))
 
 
 @pytest.mark.parametrize("env_id", [i for i in ENV_IDS if PROBES[i].reach is not None])
-def test_the_tracked_rule_keeps_every_real_outcome(env_id):
-    """On the simulator's own states, the tracked judge's rule succeeds exactly when the task does: the
-    reach lets every real push or lift through (what it refuses is drawn motion, not real motion)."""
+def test_the_tracked_rules_keep_every_real_outcome(env_id):
+    """On the simulator's own states, the tracked judge's rule (and the latched one's, where the task
+    has a gripper command) succeeds exactly when the task does: the reach and the latch let every real
+    push or lift through (what they refuse is drawn motion, not real motion)."""
     probe = get_probe(env_id)
     env = make_env(env_id, cameras=(), terminate_on_success=False)
     outcomes = []
@@ -125,12 +133,14 @@ def test_the_tracked_rule_keeps_every_real_outcome(env_id):
         for i, skill in enumerate((1.0, 0.5, 0.0)):
             expert = make_expert(env_id, skill=skill, seed=i)
             obs, info = env.reset(seed=i)
-            agent, state, success = [obs["agent_pos"]], [obs["environment_state"]], [info["is_success"]]
+            agent, state, success, actions = [obs["agent_pos"]], [obs["environment_state"]], [info["is_success"]], []
             for _ in range(env.spec.max_episode_steps):
-                obs, _, _, _, info = env.step(expert.select_action({k: v[None] for k, v in obs.items()})[0])
+                actions.append(expert.select_action({k: v[None] for k, v in obs.items()})[0])
+                obs, _, _, _, info = env.step(actions[-1])
                 agent.append(obs["agent_pos"]), state.append(obs["environment_state"]), success.append(info["is_success"])
-            tracked = _tracked_success(probe, np.array(agent), np.array(state))
-            assert tracked.any() == any(success), (env_id, skill)
+            for latch in (False, True) if probe.grasp_action is not None else (False,):
+                believed = _believed_success(probe, np.array(agent), np.array(state), np.array(actions), latch)
+                assert believed.any() == any(success), (env_id, skill, latch)
             outcomes.append(any(success))
     finally:
         env.close()
@@ -222,7 +232,9 @@ def test_robosuite_probes_against_their_simulator(env_id):
 def test_robosuite_reach_separates_a_grasp_from_the_experts_missed_grasps(env_id):
     """The tracked judge's reach, in the real simulator: the fingers hold the lifted cube within it, and
     the expert's missed grasps (closed beside the cube, or above it) never come that close, so the judge
-    can tell a lift from a cube drawn rising beside empty fingers."""
+    can tell a lift from a cube drawn rising beside empty fingers. The latched judge's rule on the same
+    true states (and on a drop, fingers that open as the cube leaves the table) gives each its real
+    outcome."""
     pytest.importorskip("robosuite", reason="robosuite extra not installed: pip install 'wmsuite[sim]'")
     from wmsuite.envs.robosuite_experts import RobosuiteExpert
 
@@ -230,21 +242,24 @@ def test_robosuite_reach_separates_a_grasp_from_the_experts_missed_grasps(env_id
     env = gym.make(env_id, cameras=(), terminate_on_success=False)
     task = env_id.removeprefix("wmsuite/robosuite-").removesuffix("-v0")
     try:
-        for failure in (None, "offset", "early_close"):
+        for failure in (None, "offset", "early_close", "drop"):
             expert = RobosuiteExpert(task=task, skill=1.0, seed=3, force_failure=failure)
             expert.reset_envs([0])
             obs, info = env.reset(seed=3)
-            gaps, lifted = [], []
+            agent, state, actions, lifted = [obs["agent_pos"]], [obs["environment_state"]], [], []
             for _ in range(120):
-                state = {k: v[None] for k, v in obs.items() if k != "pixels"}
-                obs, _, _, _, info = env.step(expert.select_action(state)[0])
-                gaps.append(np.linalg.norm(obs["agent_pos"][probe.tracked_agent]
-                                           - obs["environment_state"][probe.tracked_object]))
-                lifted.append(info["is_success"])
-            gaps, lifted = np.array(gaps), np.array(lifted)
+                actions.append(expert.select_action({k: v[None] for k, v in obs.items() if k != "pixels"})[0])
+                obs, _, _, _, info = env.step(actions[-1])
+                agent.append(obs["agent_pos"]), state.append(obs["environment_state"]), lifted.append(info["is_success"])
+            gaps = np.linalg.norm(np.array(agent)[1:, probe.tracked_agent] - np.array(state)[1:, probe.tracked_object],
+                                  axis=-1)
+            lifted = np.array(lifted)
             if failure is None:
                 assert lifted.any() and (gaps[lifted] < probe.reach).all()
-            else:
+            elif failure != "drop":
                 assert not lifted.any() and gaps.min() > probe.reach, (failure, gaps.min())
+            if probe.grasp_action is not None:
+                latched = _believed_success(probe, np.array(agent), np.array(state), np.array(actions), latch=True)
+                assert latched.any() == lifted.any(), failure
     finally:
         env.close()

@@ -95,6 +95,10 @@ def test_eval_split_picks_the_split_and_its_seed(tmp_path):
     assert resolve_judge(EvalConfig()) == "tracked" and resolve_judge(EvalConfig(judge="state")) == "state"
     assert resolve_judge(EvalConfig(env="wmsuite/PickPlace-v0")) == "state"
     assert resolve_judge(EvalConfig(env="wmsuite/robosuite-Lift-v0")) == "head"
+    from wmsuite.cli.eval_setup import make_env_factory  # judge settings fail before any model is touched
+
+    with pytest.raises(ValueError, match="--judge latched needs a gripper command"):
+        make_env_factory(EvalConfig(judge="latched"), model=None)  # PushCube's pusher has no gripper
     with pytest.raises(ValueError, match="does not apply to --policies"):
         policy_entries(EvalConfig(policies=("expert@1", "expert@0"), split="test"))
     plain = tmp_path / "plain.json"

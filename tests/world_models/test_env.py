@@ -251,8 +251,8 @@ def test_the_shipped_pushtwocubes_model_runs_with_both_cubes_tracked():
     env = make_world_model_env(model, probe.env_id, 2, seed=0, judge="tracked", tracking=tracking,
                                success_fn=probe.success_from_env_state, static_state=probe.static_state)
     obs, _ = env.reset(seed=[0, 1])
-    assert obs["environment_state"].shape == (2, 12) and env._tracked.shape == (2, 2, 2)
-    np.testing.assert_array_equal(env._tracked[:, 1], obs["environment_state"][:, 4:6])  # the green cube
+    assert obs["environment_state"].shape == (2, 12) and env._trackers["tracked"].positions.shape == (2, 2, 2)
+    np.testing.assert_array_equal(env._trackers["tracked"].positions[:, 1], obs["environment_state"][:, 4:6])  # the green cube
     obs, _, terminated, truncated, info = env.step(np.zeros((2, *env.single_action_space.shape), np.float32))
     assert obs["pixels"]["top"].shape == (2, 64, 64, 3) and "judge/tracked" in info
     env.close()

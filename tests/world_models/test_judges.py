@@ -95,19 +95,19 @@ def test_tracked_judge_moves_the_object_only_within_reach_of_the_agent(episodes)
     """The tracked object position follows the state head's reading only on frames where the agent (as
     its head reads it) is within reach of where the object was; elsewhere it stays put. The observation
     then carries the tracked position, and the rule is judged on it."""
-    from wmsuite.world_models.env import ObjectTracking
+    from wmsuite.world_models.tracking import ObjectTracking
 
     tracking = ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=1.0)
     env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
                         seed=0, success_fn=_x_above(1e9), judge="tracked", tracking=tracking)
     env.reset(seed=[0, 1])
-    start = env._tracked[:, 0].copy()  # (2, 2): one tracked object per sub-env
+    start = env._trackers["tracked"].positions[:, 0].copy()  # (2, 2): one tracked object per sub-env
     np.testing.assert_array_equal(start, np.stack([episodes[0].env_state[0, :2], episodes[1].env_state[0, :2]]))
     agent = np.zeros((2, 3, 2), np.float32)
     agent[0] = start[0]  # row 0: the agent sits on the object on every frame; row 1: far away
     agent[1] = start[1] + 100.0
     read = np.broadcast_to(np.array([5.0, 6.0, 7.0, 7.0], np.float32), (2, 3, 4)).copy()
-    tracked = env._track(agent, read)
+    tracked = env._trackers["tracked"].update(agent, read)
     np.testing.assert_array_equal(tracked[0, :, :2], np.tile([5.0, 6.0], (3, 1)))  # followed the reading
     np.testing.assert_array_equal(tracked[1, :, :2], np.tile(start[1], (3, 1)))  # held still, untouched
     np.testing.assert_array_equal(tracked[..., 2:], read[..., 2:])  # the rest of the state as read
@@ -123,43 +123,77 @@ def test_tracked_judge_in_three_dimensions_holds_an_object_the_agent_is_above(ep
     """Tracking (x, y, z) (Lift, whose success is a height): fingers right above the object, beside it in
     height only, are out of reach, so a reading that lifts the object is not believed; fingers on it
     are followed. Positions of different sizes are refused."""
-    from wmsuite.world_models.env import ObjectTracking
+    from wmsuite.world_models.tracking import ObjectTracking
 
     tracking = ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 3), reach=1.0)
     assert tracking.dims == 3
     env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
                         seed=0, success_fn=_x_above(1e9), judge="tracked", tracking=tracking)
     env.reset(seed=[0, 1])
-    start = env._tracked[:, 0].copy()  # (2, 3)
+    start = env._trackers["tracked"].positions[:, 0].copy()  # (2, 3)
     np.testing.assert_array_equal(start[0], episodes[0].env_state[0, :3])
     agent = np.zeros((2, 3, 3), np.float32)
     agent[0] = start[0]  # on the object
     agent[1] = start[1] + [0.0, 0.0, 5.0]  # the same (x, y), 5 above: a 2-D tracker would follow
     read = np.broadcast_to(np.array([5.0, 6.0, 9.0, 7.0], np.float32), (2, 3, 4)).copy()
-    tracked = env._track(agent, read)
+    tracked = env._trackers["tracked"].update(agent, read)
     np.testing.assert_array_equal(tracked[0, :, :3], np.tile([5.0, 6.0, 9.0], (3, 1)))
     np.testing.assert_array_equal(tracked[1, :, :3], np.tile(start[1], (3, 1)))
     with pytest.raises(ValueError, match="one size"):
         ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 2), reach=1.0)
 
 
+def test_latched_judge_carries_what_the_fingers_closed_on_and_nothing_else():
+    """The latched tracker, by hand: fingers that close within reach carry the object as they rise, even
+    where the read object lags behind them, and let go when they open; fingers that close out of reach
+    carry nothing, though a reading puts the object in them; an already closed gripper that reaches the
+    object does not grasp it. The plain tracker refuses the lagging reading."""
+    from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
+
+    tracking = ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 3), reach=0.03, grasp_action=1)
+    cube = np.array([0.0, 0.0, 0.8], np.float32)
+    # rows: 0 grasps at the cube; 1 closes 5 cm beside it; 2 closes 5 cm above it, then comes down
+    agent = np.stack([np.stack([cube + [0, 0, dz] for dz in (0.0, 0.0, 0.05, 0.10, 0.10)]),
+                      np.stack([cube + [0.05, 0, dz] for dz in (0.0, 0.0, 0.05, 0.10, 0.10)]),
+                      np.stack([cube + [0, 0, dz] for dz in (0.05, 0.0, 0.05, 0.10, 0.10)])])  # (3, 5, 3)
+    grip = np.array([[-1, 1, 1, 1, -1], [-1, 1, 1, 1, -1], [1, 1, 1, 1, 1]], np.float32)  # (3, 5)
+    actions = np.stack([np.zeros_like(grip), grip], -1)  # (3, 5, 2): the gripper command at index 1
+    read = np.tile(np.r_[cube, 0.0], (3, 5, 1)).astype(np.float32)  # (3, 5, 4): the reading stays on the table
+    read[1, 2:, :3] = agent[1, 2:]  # row 1: the model draws the cube in the empty fingers
+    latched = ObjectTracker(tracking, 3, latch=True)
+    latched.reset(np.arange(3), read[:, 0])
+    out = latched.update(agent, read, actions)
+    np.testing.assert_allclose(out[0, :4, :3], agent[0, :4])  # carried up, though read on the table
+    np.testing.assert_allclose(out[0, 4, :3], cube)  # opened: let go, the reading (within reach) believed again
+    assert not latched.held[0]
+    np.testing.assert_allclose(out[1, :, :3], np.tile(cube, (5, 1)))  # closed out of reach: stays put
+    np.testing.assert_allclose(out[2, 2:, :3], np.tile(cube, (3, 1)))  # closed before it came: not grasped
+    plain = ObjectTracker(tracking, 3)
+    plain.reset(np.arange(3), read[:, 0])
+    np.testing.assert_allclose(plain.update(agent, read)[0, 2:, :3], np.tile(cube, (3, 1)))  # the lag refused
+    with pytest.raises(ValueError, match="grasp_action"):
+        ObjectTracker(ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 3), reach=0.03), 1, latch=True)
+    with pytest.raises(ValueError, match="actions"):
+        latched.update(agent, read)
+
+
 def test_tracked_judge_moves_each_object_only_within_reach_of_the_agent(episodes):
     """With two tracked objects (a task that moves two cubes), each follows the reading only where the
     agent is within reach of that object: the one the agent pushes moves, the other stays put."""
-    from wmsuite.world_models.env import ObjectTracking
+    from wmsuite.world_models.tracking import ObjectTracking
 
     tracking = ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=1.0, others_xy=(slice(2, 4),))
     assert tracking.objects_xy == (slice(0, 2), slice(2, 4))
     env = WorldModelEnv(tiny_model(episodes, camera="top"), EpisodeContext(episodes), num_envs=2, horizon=3,
                         seed=0, success_fn=_x_above(1e9), judge="tracked", tracking=tracking)
     env.reset(seed=[0, 1])
-    start = env._tracked.copy()  # (2 sub-envs, 2 objects, 2)
+    start = env._trackers["tracked"].positions.copy()  # (2 sub-envs, 2 objects, 2)
     np.testing.assert_array_equal(start[:, 1], [[7.0, 7.0], [7.0, 7.0]])  # the second object: env_state[2:4]
     agent = np.zeros((2, 3, 2), np.float32)
     agent[0] = start[0, 0]  # row 0: on the first object; row 1: on the second
     agent[1] = start[1, 1]
     read = np.broadcast_to(np.array([0.5, 0.5, 7.5, 7.25], np.float32), (2, 3, 4)).copy()
-    tracked = env._track(agent, read)
+    tracked = env._trackers["tracked"].update(agent, read)
     far = np.linalg.norm(start[0, 0] - start[0, 1]) > 1.0 and np.linalg.norm(start[1, 0] - start[1, 1]) > 1.0
     assert far  # the episodes start their square away from the fixed point
     np.testing.assert_array_equal(tracked[0, :, :2], np.tile([0.5, 0.5], (3, 1)))  # pushed: followed

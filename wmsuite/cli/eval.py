@@ -124,7 +124,8 @@ class EvalConfig(SimBackendFlags):
     """What ends an imagined episode as a success: 'head' (the learned success head), 'state' (the
     task's success rule on the environment_state head's reading of each generated frame), 'both',
     'tracked' (the rule on an object position that moves only while the agent is within reach of it),
-    or 'auto': the task probe's `auto_judge`, the judge chosen on its zoo's validation split ('tracked'
+    'latched' (tracked, and an object the gripper closed on within reach moves with the agent until it
+    opens; tasks with a gripper command: Lift), or 'auto': the task probe's `auto_judge`, the judge chosen on its zoo's validation split ('tracked'
     on the pushing tasks, 'state' on PickPlace, 'head' on Lift and where the task has no probe).
     Every judge's firing step is recorded per episode either way (episodes.jsonl, judge_* figures)."""
     hold_static: bool = True

@@ -216,9 +216,12 @@ def make_env_factory(cfg: EvalConfig, model, round_trip_model=None, novelty=None
     if probe is None and judge != "head":
         raise ValueError(f"--judge {judge} needs the task's success rule, and {cfg.env} has no task probe; "
                          "use --judge head")
-    if judge == "tracked" and (probe is None or probe.reach is None):
-        raise ValueError(f"--judge tracked needs the task probe's reach, and {cfg.env}'s probe defines none; "
+    if judge in ("tracked", "latched") and (probe is None or probe.reach is None):
+        raise ValueError(f"--judge {judge} needs the task probe's reach, and {cfg.env}'s probe defines none; "
                          "use --judge state")
+    if judge == "latched" and probe.grasp_action is None:
+        raise ValueError(f"--judge latched needs a gripper command to latch grasps on, and {cfg.env}'s probe "
+                         "names none (grasp_action); use --judge tracked")
     if model.cfg.memory_frames:  # a model with memory on a task without a moving camera: refused before any episode
         memory_geometry(cfg.env, model.cfg.camera)
     return EnvFactory(replace(cfg, judge=judge), model, round_trip_model, env_kwargs(cfg, model), novelty)
@@ -252,7 +255,8 @@ class EnvFactory:
         tracking = None
         if probe is not None and probe.reach is not None:
             agent, (held, *others) = probe.tracked
-            tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others))
+            tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others),
+                                      grasp_action=probe.grasp_action)
         return make_world_model_env(self.model, cfg.env, cfg.num_envs, device=cfg.device,
                                     sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,

@@ -1,0 +1,120 @@
+"""Object positions the rule-based judges of the learned simulator believe (world_models/env.py).
+
+A world model draws what it has seen often: a cube beside a pusher that never touched it, a cube held
+up in fingers that closed on air. Its heads read such frames faithfully, so the task's success rule on
+those readings fires. The "tracked" and "latched" judges apply the rule to positions that move only
+as real objects can:
+
+- tracked: an object's reading is believed only on frames where the agent is within `reach` of where
+  the object was; elsewhere the object stays put (objects do not move untouched).
+- latched: the same, and a grasp holds. On the frame whose gripper command closes (after one that
+  opened) with the agent within reach of the object, the object is latched to the agent until a
+  command opens the gripper: it takes its reading where that is within reach of the agent, and is
+  otherwise carried with the agent at the offset it last had. Fingers carry what they closed on, even
+  where the drawn object lags behind them; fingers that closed beside the object carry nothing,
+  wherever the model draws it.
+
+`ObjectTracker` advances these positions frame by frame for a batch of sub-envs; the env runs one per
+judge, and the probe tests run it on a real simulator's states (where it must keep every real outcome).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ObjectTracking:
+    """What the "tracked" and "latched" judges need of a task (the composer fills it in from the task probe)."""
+
+    agent_xy: slice
+    """agent_pos[..., agent_xy]: the agent's (x, y) in metres, or its (x, y, z) where the task's success
+    is a height (Lift)."""
+    object_xy: slice
+    """environment_state[..., object_xy]: the manipulated object's position in metres, as many entries
+    as agent_xy."""
+    reach: float
+    """Metres between the agent's and the object's centres within which the agent can move the object
+    in one step (contact distance plus one step of motion and the heads' reading error)."""
+    others_xy: tuple[slice, ...] = ()
+    """environment_state slices of the other objects the agent moves (PushTwoCubes' green cube), each
+    tracked the same way with the same reach (never latched)."""
+    grasp_action: int | None = None
+    """Index of the gripper command in an action (> 0 closes, <= 0 opens: robosuite's last entry); the
+    "latched" judge needs it. None where the agent has no gripper."""
+
+    def __post_init__(self) -> None:
+        if not self.reach > 0:
+            raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
+        sizes = {_size(s) for s in (self.agent_xy, *self.objects_xy)}
+        if len(sizes) != 1:
+            raise ValueError("agent_xy, object_xy and others_xy must name positions of one size (all (x, y) "
+                             f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
+        if self.grasp_action is not None and self.grasp_action < 0:
+            raise ValueError(f"grasp_action must index the action (>= 0), got {self.grasp_action}")
+
+    @property
+    def dims(self) -> int:
+        """Entries of one tracked position: 2 for (x, y), 3 for (x, y, z)."""
+        return _size(self.agent_xy)
+
+    @property
+    def objects_xy(self) -> tuple[slice, ...]:
+        """Every tracked object's slice, the manipulated object first."""
+        return (self.object_xy, *self.others_xy)
+
+
+def _size(positions: slice) -> int:
+    """Entries a slice of a state vector picks (the vectors are far shorter than 2**16)."""
+    return len(range(*positions.indices(1 << 16)))
+
+
+class ObjectTracker:
+    """Believed object positions of `num_envs` sub-envs under one judge ("tracked" or, with
+    latch=True, "latched"; see the module docstring)."""
+
+    def __init__(self, tracking: ObjectTracking, num_envs: int, latch: bool = False) -> None:
+        if latch and tracking.grasp_action is None:
+            raise ValueError("the latched judge needs ObjectTracking.grasp_action, the gripper command's index "
+                             "in an action (the task probe's grasp_action)")
+        self.tracking, self.latch = tracking, latch
+        self.positions = np.zeros((num_envs, len(tracking.objects_xy), tracking.dims), np.float32)  # (n, O, dims)
+        self.held = np.zeros(num_envs, bool)  # latched: the fingers hold the manipulated object
+        self.offset = np.zeros((num_envs, tracking.dims), np.float32)  # object - agent when it was latched
+        self.closed = np.zeros(num_envs, bool)  # the last command closed the gripper
+
+    def reset(self, rows: np.ndarray, env_state: np.ndarray) -> None:
+        """Start `rows` (m,) from their real states env_state (m, E): objects where they are, gripper open
+        (every task starts with it open), nothing held."""
+        self.positions[rows] = np.stack([env_state[:, xy] for xy in self.tracking.objects_xy], 1)
+        self.held[rows] = self.closed[rows] = False
+
+    def update(self, agent_pos: np.ndarray, env_state: np.ndarray,
+               actions: np.ndarray | None = None) -> np.ndarray:
+        """agent_pos (n, H, D) and env_state (n, H, E) as read frame by frame, actions (n, H, A) the chunk
+        (frame h follows action h; the latched judge needs them) -> env_state (n, H, E) with every
+        tracked object's slice replaced by its believed position. Advances the tracker."""
+        trk, out = self.tracking, env_state.copy()
+        if self.latch and actions is None:
+            raise ValueError("the latched judge needs the chunk's actions (the gripper commands)")
+        for h in range(env_state.shape[1]):
+            agent = agent_pos[:, h, trk.agent_xy]  # (n, dims)
+            if self.latch:
+                closing = actions[:, h, trk.grasp_action] > 0  # (n,)
+                near = np.linalg.norm(agent - self.positions[:, 0], axis=-1) < trk.reach
+                grab = closing & ~self.closed & near
+                self.offset[grab] = self.positions[grab, 0] - agent[grab]
+                self.held = (self.held | grab) & closing  # an opening command lets go
+                self.closed = closing
+            for o, xy in enumerate(trk.objects_xy):
+                read = env_state[:, h, xy]  # (n, dims)
+                near = np.linalg.norm(agent - self.positions[:, o], axis=-1) < trk.reach  # (n,)
+                self.positions[:, o] = np.where(near[:, None], read, self.positions[:, o])
+                if o == 0 and self.latch:  # held: the reading where it is within reach of the agent, else carried
+                    in_hand = self.held & (np.linalg.norm(read - agent, axis=-1) < trk.reach)
+                    self.offset[in_hand] = read[in_hand] - agent[in_hand]
+                    self.positions[:, 0] = np.where(self.held[:, None], agent + self.offset, self.positions[:, 0])
+                out[:, h, xy] = self.positions[:, o]
+        return out
