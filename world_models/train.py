@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from wmsuite.checkpoint import load_checkpoint, save_checkpoint
 from wmsuite.train import BatchSource, FitResult, Objective, Trainer, TrainerConfig, dist
 from wmsuite.types import Episode
+from wmsuite.world_models.add_camera import widen
 from wmsuite.world_models.codec import FrameCodec, codec_loss, make_codec, reconstruction_psnr
 from wmsuite.world_models.config import (
     CodecConfig,
@@ -117,10 +118,20 @@ def build_model(episodes: Sequence[Episode], cfg: WorldModelConfig, codec: Frame
 def warm_start(model: LatentWorldModel, source: LatentWorldModel, name: str = "the source") -> str:
     """Copy into `model` every tensor of `source` (another task's world model, say) whose name and shape
     match, except the data's normalisation statistics, which stay `model`'s own; heads of another
-    state size keep their fresh values. Returns a line that says what was copied and what is fresh."""
+    state size keep their fresh values. A model that sees more cameras than the source (its codec
+    from add_camera.widened_codec, whose latent statistics it keeps) takes the source's frame-reading
+    and -writing layers widened. Returns a line that says what was copied and what is fresh."""
     own, theirs = model.state_dict(), source.state_dict()
-    stats = ("state_mean", "state_std", "env_state_mean", "env_state_std")
+    wider = model.codec.cfg.cameras > source.codec.cfg.cameras
+    stats = ("state_mean", "state_std", "env_state_mean", "env_state_std",
+             *(("codec.latent_mean", "codec.latent_std") if wider else ()))
     match = {k: v.to(own[k].dtype) for k, v in theirs.items() if k in own and own[k].shape == v.shape and k not in stats}
+    if wider:  # added cameras (add_camera.py): the whole-frame layers widen
+        for k, v in theirs.items():
+            if k in own and k not in match and not k.startswith("codec."):
+                wide = widen(v, own[k].shape, source.codec.latent_channels, model.codec.latent_channels)
+                if wide is not None:
+                    match[k] = wide.to(own[k].dtype)
     first = "denoiser.conv_in.weight"  # a model with memory reads more input channels: the source's come first
     if first in theirs and first not in match and own[first].shape[0] == theirs[first].shape[0] and \
             own[first].shape[2:] == theirs[first].shape[2:] and own[first].shape[1] > theirs[first].shape[1]:

@@ -19,7 +19,9 @@
 #   dynamics  train-wm on DATA (default data/lift_train.hdf5) from scratch (the codec's statistics,
 #             then the dynamics), or with INIT (a world model, e.g. assets:wm/pushcube) warm-started
 #             from it as wm_pickplace.sh does (its codec kept, layers of other shapes fresh); lr LR
-#             (default 5e-4 from scratch, 3e-4 warm);
+#             (default 5e-4 from scratch, 3e-4 warm); CAMERA (default agentview) the cameras it sees:
+#             agentview+robot0_eye_in_hand with a one-camera INIT adds the wrist camera
+#             (world_models/add_camera.py);
 #             one core, MINUTES (default 60) per run; a rerun goes on from the run's train state up
 #             to STEPS (60000)
 #   heads     the heads pass (1,500 steps, real-frame labels: Lift's probe has no frame detector)
@@ -37,6 +39,7 @@ DST=${DST:-assets/wm/lift}
 OUT=${OUT:-runs/wm-lift-figures}
 STAGE=${STAGE:-all}
 DATA=${DATA:-data/lift_train.hdf5}
+CAMERA=${CAMERA:-agentview}
 stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
 expert() { echo "wmsuite.envs.robosuite_experts:make_robosuite_expert{\"env_id\": \"$ENV\", \"skill\": $1, \"seed\": $2, \"horizon\": 4}"; }
 mkdir -p data "$OUT"
@@ -77,13 +80,13 @@ if stage slow; then
   done
 fi
 if stage dynamics; then
-  common=(--data "$DATA" --out "$RUN" --codec.image-size 64 --model.camera agentview --seed 1)
+  common=(--data "$DATA" --out "$RUN" --codec.image-size 64 --model.camera "$CAMERA" --seed 1)
   resume=(); [ -e "$RUN/latest/config.json" ] && resume=(--resume)
   start=(); lr=${LR:-5e-4}
   if [ -n "${INIT:-}" ]; then
     [ ${#resume[@]} -gt 0 ] || start=(--init-from "$INIT")
     lr=${LR:-3e-4}
-    common=(--data "$DATA" --out "$RUN" --model.camera agentview --seed 1)  # sizes from INIT
+    common=(--data "$DATA" --out "$RUN" --model.camera "$CAMERA" --seed 1)  # sizes from INIT
   else
     [ -e "$RUN/codec/config.json" ] || wmsuite train-wm "${common[@]}" --stage codec
   fi

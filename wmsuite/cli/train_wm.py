@@ -258,6 +258,7 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     """The model the dynamics stage trains (None after --stage codec): a resumed run's from out/latest
     with the command line's training fields, else a fresh one on a trained or reused codec."""
     from wmsuite.world_models import LatentWorldModel, load_world_model
+    from wmsuite.world_models.add_camera import added_cameras, widened_codec
     from wmsuite.world_models.data import episode_frames
     from wmsuite.world_models.train import build_model, load_codec, train_codec, warm_start
 
@@ -284,7 +285,14 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
     if cfg.stage == "codec":
         return None
     source = load_world_model(cfg.init_from, device=cfg.device) if cfg.init_from else None
-    model = build_model(episodes, cfg.model, source.codec if source else load_codec(codec_dir, cfg.device))
+    codec = source.codec if source else load_codec(codec_dir, cfg.device)
+    if source and cfg.model.camera and added_cameras(source.cfg.camera, cfg.model.camera):
+        if cfg.model.memory_frames:
+            raise ValueError("a warm start that adds cameras cannot also add a spatial memory; add one, then the other")
+        frames = torch.cat(episode_frames(episodes, cfg.model.camera))  # (N, 3 M, S, S): the new cameras' statistics
+        codec = widened_codec(source.codec, len(camera_names(cfg.model.camera)), frames)
+        print(f"adding cameras to {cfg.init_from}: {source.cfg.camera} -> {cfg.model.camera}")
+    model = build_model(episodes, cfg.model, codec)
     print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; {asdict(model.cfg)}")
     if source:
         print(warm_start(model, source, cfg.init_from))
