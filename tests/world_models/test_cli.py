@@ -240,6 +240,32 @@ def test_train_wm_init_from_warm_starts_on_the_sources_architecture_and_codec(pu
                  "--heads-train.steps", "2", "--heads-train.batch-size", "8", *HEADS]) == 0
 
 
+def test_train_wm_init_from_adds_a_camera(pushcube_file, tmp_path, capsys):
+    """--init-from a one-camera model with --model.camera naming it and a second camera: the run widens
+    the source (world_models/add_camera.py) and trains a two-camera model on the source's codec."""
+    import dataclasses
+
+    from wmsuite.data.hdf5 import read_episodes
+
+    two = tmp_path / "two_cameras.hdf5"  # PushCube's episodes with a second, mirrored view
+    write_episodes(two, [dataclasses.replace(ep, obs={**ep.obs, "side": ep.obs["top"][:, :, ::-1]})
+                         for ep in read_episodes(pushcube_file)], {"env_name": "wmsuite/PushCube-v0"})
+    first = tmp_path / "first"
+    assert main(["train-wm", "--data", str(two), "--out", str(first), "--model.camera", "top",
+                 "--dynamics.steps", "1", *TINY]) == 0
+    second = tmp_path / "second"
+    assert main(["train-wm", "--data", str(two), "--out", str(second), "--init-from", str(first),
+                 "--model.camera", "top+side", "--stage", "dynamics", "--dynamics.steps", "1",
+                 "--dynamics.batch-size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "adding cameras" in out and "fresh: none" in out
+    model = load_world_model(second / "latest")
+    assert model.cfg.camera == "top+side" and model.codec.cfg.cameras == 2
+    assert main(["train-wm", "--data", str(two), "--out", str(tmp_path / "third"), "--init-from", str(first),
+                 "--model.camera", "side+top", "--stage", "dynamics", "--dynamics.steps", "1"]) == 2
+    assert "must start with the warm start's cameras" in capsys.readouterr().err
+
+
 def test_a_cycle_fine_tune_of_a_forward_only_model_is_warned_about(pushcube_file, tmp_path, capsys):
     run = tmp_path / "wm"
     assert main(["train-wm", "--data", str(pushcube_file), "--out", str(run), "--dynamics.steps", "1",
