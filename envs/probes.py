@@ -61,9 +61,9 @@ class TaskProbe:
     (world_models/env.py); None where the task defines none."""
     auto_judge: str = "head"
     """The judge `wmsuite eval --judge auto` stands for on this task: the one of lower mean |error| on
-    its zoo's validation split ("tracked" needs `reach`). The pushing tasks' is "tracked" (chosen on
-    PushCube's families zoo), PickPlace's "state" (its model card), Lift's "head"; the tracked judges
-    of PickPlace and Lift measured worse there (experiments/world_models_journal.md)."""
+    its zoo's validation split ("tracked" needs `reach`, "latched" also `grasp_action`). The pushing
+    tasks' is "tracked" (chosen on PushCube's families zoo), PickPlace's "state" (its model card; its
+    tracked judge measured worse there), Lift's "latched" (experiments/world_models_journal.md)."""
     tracked_agent: slice | None = None
     """agent_pos slice the "tracked" judge measures the reach from (None: agent_xy). Lift's and
     PickPlace's are the hand's (x, y, z): their success needs a height, so the judge must hold the
@@ -241,7 +241,7 @@ PROBES: dict[str, TaskProbe] = _probes(
               success_from_env_state=robosuite_env.lift_success_from_env_state,
               object_xy_from_frames=None, perturb_start=None, reach=robosuite_env.LIFT_REACH,
               tracked_agent=robosuite_env.LIFT_EEF_XYZ, tracked_object=robosuite_env.LIFT_CUBE_XYZ,
-              grasp_action=robosuite_env.GRIPPER_ACTION),
+              grasp_action=robosuite_env.GRIPPER_ACTION, auto_judge="latched"),
 )
 """env id -> its probe: the one registry; tests sweep it."""
 

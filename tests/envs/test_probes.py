@@ -78,12 +78,12 @@ def test_a_probe_refuses_an_auto_judge_it_cannot_run_and_tracked_positions_of_tw
     from dataclasses import replace
 
     lift = get_probe("wmsuite/robosuite-Lift-v0")
-    assert lift.reach is not None and lift.auto_judge == "head"
+    assert lift.reach is not None and lift.auto_judge == "latched"
     with pytest.raises(ValueError, match="auto_judge"):
         replace(lift, reach=None, auto_judge="tracked")
     with pytest.raises(ValueError, match="auto_judge"):
         replace(lift, auto_judge="best")
-    assert lift.grasp_action == 6 and replace(lift, auto_judge="latched").auto_judge == "latched"
+    assert lift.grasp_action == 6 and replace(lift, auto_judge="tracked").auto_judge == "tracked"
     with pytest.raises(ValueError, match="auto_judge"):
         replace(lift, grasp_action=None, auto_judge="latched")
     with pytest.raises(ValueError, match="grasp_action must index"):
