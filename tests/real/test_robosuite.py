@@ -248,3 +248,30 @@ def test_eval_wm_on_lift_through_its_probe_at_84_px(tmp_path):
 def test_the_lift_zoo_spans_success_and_reads_as_a_manifest():
     """assets/zoo/lift.json (experiments/scripts/expert_zoo.py --task lift)."""
     check_expert_zoo("assets:zoo/lift.json", env_id("Lift"), rerun="expert-skill1", episodes=12)
+
+
+def test_the_shipped_lift_model_reads_its_real_start_and_steps_with_the_latched_judge():
+    """assets/wm/lift loads and steps robosuite Lift from real starts with its judge, the latched one:
+    the cube's start is the real one, the state head reads it off the encoded real frame within a few
+    centimetres, and a step reports every judge the probe allows."""
+    import wmsuite.envs  # noqa: F401  (registers the ids)
+    from wmsuite.envs.probes import get_probe
+    from wmsuite.world_models import ObjectTracking, load_world_model, make_world_model_env
+
+    probe = get_probe("wmsuite/robosuite-Lift-v0")
+    model = load_world_model("assets:wm/lift")
+    assert model.cfg.camera == "agentview" and model.cfg.action_dim == probe.action_dim
+    agent, (held,) = probe.tracked
+    tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, grasp_action=probe.grasp_action)
+    env = make_world_model_env(model, probe.env_id, 2, seed=0, judge=probe.auto_judge, tracking=tracking,
+                               success_fn=probe.success_from_env_state,
+                               env_kwargs={"image_size": 64, "cameras": ("agentview",)})  # the model's frames
+    try:
+        obs, _ = env.reset(seed=[3, 4])
+        read = model.predict_heads(env.state.context[:, -1])["environment_state"].detach().numpy()
+        assert np.abs(read[:, :3] - obs["environment_state"][:, :3]).max() < 0.03  # the cube's xyz
+        obs, _, terminated, _, info = env.step(np.zeros((2, *env.single_action_space.shape), np.float32))
+        assert obs["pixels"]["agentview"].shape == (2, 64, 64, 3) and not terminated.any()  # nothing lifts it
+        assert {"judge/head", "judge/state", "judge/tracked", "judge/latched"} <= set(info)
+    finally:
+        env.close()
