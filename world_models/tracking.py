@@ -82,7 +82,7 @@ class ObjectTracker:
         self.tracking, self.latch = tracking, latch
         self.positions = np.zeros((num_envs, len(tracking.objects_xy), tracking.dims), np.float32)  # (n, O, dims)
         self.held = np.zeros(num_envs, bool)  # latched: the fingers hold the manipulated object
-        self.offset = np.zeros((num_envs, tracking.dims), np.float32)  # object - agent when it was latched
+        self.offset = np.zeros((num_envs, tracking.dims), np.float32)  # held: object - agent, as last read within reach
         self.closed = np.zeros(num_envs, bool)  # the last command closed the gripper
 
     def reset(self, rows: np.ndarray, env_state: np.ndarray) -> None:
