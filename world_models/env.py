@@ -268,8 +268,9 @@ class WorldModelEnv(gym.vector.VectorEnv):
             if self.success_fn is not None:
                 fired["state"] = np.asarray(self.success_fn(env_state), bool).reshape(prob.shape)
                 fired["both"] = fired["head"] & fired["state"]
+                read_agent, chunk_actions = heads["agent_pos"].cpu().numpy(), act.cpu().numpy()  # (n, H, D), (n, H, A)
                 for name, tracker in self._trackers.items():
-                    believed[name] = tracker.update(heads["agent_pos"].cpu().numpy(), env_state, act.cpu().numpy())
+                    believed[name] = tracker.update(read_agent, env_state, chunk_actions)
                     fired[name] = np.asarray(self.success_fn(believed[name]), bool).reshape(prob.shape)
             hit = torch.as_tensor(fired[self.judge], device=self.device)  # (n, H)
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,

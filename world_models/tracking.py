@@ -21,6 +21,7 @@ judge, and the probe tests run it on a real simulator's states (where it must ke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +55,14 @@ class ObjectTracking:
                              f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
         if self.grasp_action is not None and self.grasp_action < 0:
             raise ValueError(f"grasp_action must index the action (>= 0), got {self.grasp_action}")
+
+    @classmethod
+    def from_probe(cls, probe: Any) -> ObjectTracking:
+        """What a task probe (wmsuite.envs.probes.TaskProbe, which this package never imports) says the
+        judges compare: its `tracked` slices, `reach` and `grasp_action`."""
+        agent, (held, *others) = probe.tracked
+        return cls(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others),
+                   grasp_action=probe.grasp_action)
 
     @property
     def dims(self) -> int:

@@ -40,9 +40,7 @@ def believed_success(probe, agent: np.ndarray, state: np.ndarray, actions: np.nd
         actions = actions.copy()
         gap = agent[1:, FINGERS[0]] - agent[1:, FINGERS[1]]  # (T,): frame t+1 follows action t
         actions[gap < finger_gap, probe.grasp_action] = -1.0
-    at, (held,) = probe.tracked
-    tracker = ObjectTracker(ObjectTracking(agent_xy=at, object_xy=held, reach=probe.reach,
-                                           grasp_action=probe.grasp_action), 1, latch=latch)
+    tracker = ObjectTracker(ObjectTracking.from_probe(probe), 1, latch=latch)
     tracker.reset(np.zeros(1, int), state[:1])
     believed = tracker.update(agent[None, 1:], state[None, 1:], actions[None])[0]
     return bool(probe.success_from_env_state(believed).any())

@@ -113,9 +113,7 @@ def _believed_success(probe, agent_pos: np.ndarray, env_state: np.ndarray, actio
     (world_models/tracking.py): state t+1 follows action t."""
     from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
 
-    agent_at, (held, *others) = probe.tracked
-    tracker = ObjectTracker(ObjectTracking(agent_xy=agent_at, object_xy=held, reach=probe.reach,
-                                           others_xy=tuple(others), grasp_action=probe.grasp_action), 1, latch=latch)
+    tracker = ObjectTracker(ObjectTracking.from_probe(probe), 1, latch=latch)
     tracker.reset(np.zeros(1, int), env_state[:1])
     believed = tracker.update(agent_pos[None, 1:], env_state[None, 1:], actions[None])[0]  # (T, E)
     return probe.success_from_env_state(np.concatenate([env_state[:1], believed]))

@@ -261,9 +261,8 @@ def test_the_shipped_lift_model_reads_its_real_start_and_steps_with_the_latched_
     probe = get_probe("wmsuite/robosuite-Lift-v0")
     model = load_world_model("assets:wm/lift")
     assert model.cfg.camera == "agentview" and model.cfg.action_dim == probe.action_dim
-    agent, (held,) = probe.tracked
-    tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, grasp_action=probe.grasp_action)
-    env = make_world_model_env(model, probe.env_id, 2, seed=0, judge=probe.auto_judge, tracking=tracking,
+    env = make_world_model_env(model, probe.env_id, 2, seed=0, judge=probe.auto_judge,
+                               tracking=ObjectTracking.from_probe(probe),
                                success_fn=probe.success_from_env_state,
                                env_kwargs={"image_size": 64, "cameras": ("agentview",)})  # the model's frames
     try:

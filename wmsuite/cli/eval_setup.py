@@ -254,9 +254,7 @@ class EnvFactory:
         probe = task_probe(cfg.env)
         tracking = None
         if probe is not None and probe.reach is not None:
-            agent, (held, *others) = probe.tracked
-            tracking = ObjectTracking(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others),
-                                      grasp_action=probe.grasp_action)
+            tracking = ObjectTracking.from_probe(probe)
         return make_world_model_env(self.model, cfg.env, cfg.num_envs, device=cfg.device,
                                     sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, judge=cfg.judge,
                                     success_fn=probe.success_from_env_state if probe is not None else None,
