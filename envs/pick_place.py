@@ -41,6 +41,13 @@ CUBE_HALF = 0.02  # m, half the cube's side
 FINGER_OPEN = 0.045  # m, each finger's joint range is [0, FINGER_OPEN]
 ACTION_SCALE = 0.04  # m of servo-target displacement per unit action
 MAX_EPISODE_STEPS = 120
+GRIPPER_ACTION = 3
+"""Index of the gripper command in an action (> 0 closes the fingers past a cube's width)."""
+OPENING = 3
+"""agent_pos entry of the opening between the fingers (m)."""
+HOLD_GAP = 0.02
+"""m: fingers closed on the cube stay its width (4 cm) apart, closed on nothing they meet. The "latched"
+judge holds a grasp only while they read at least this far apart (half the cube's width, not fitted)."""
 TRACKED_REACH = 0.075
 """m between the hand and the cube's centre (x, y, z) within which the "tracked" judge believes a moving
 cube (world_models/env.py): the smallest reach, in 5 mm steps, at which that rule on the true states

@@ -62,8 +62,8 @@ class TaskProbe:
     auto_judge: str = "head"
     """The judge `wmsuite eval --judge auto` stands for on this task: the one of lower mean |error| on
     its zoo's validation split ("tracked" needs `reach`, "latched" also `grasp_action`). The pushing
-    tasks' is "tracked" (chosen on PushCube's families zoo), PickPlace's "state" (its model card; its
-    tracked judge measured worse there), Lift's "latched" (experiments/world_models_journal.md)."""
+    tasks' is "tracked" (chosen on PushCube's families zoo), PickPlace's and Lift's "latched" (their model
+    cards; experiments/world_models_journal.md)."""
     tracked_agent: slice | None = None
     """agent_pos slice the "tracked" judge measures the reach from (None: agent_xy). Lift's and
     PickPlace's are the hand's (x, y, z): their success needs a height, so the judge must hold the
@@ -74,7 +74,13 @@ class TaskProbe:
     grasp_action: int | None = None
     """Index of the gripper command in an action (> 0 closes): with it and `reach`, the "latched" judge
     (the tracked judge that carries a grasped object with the agent until the gripper opens) can run.
-    Lift's is robosuite's gripper entry; None where the agent has no gripper command."""
+    Lift's is robosuite's gripper entry, PickPlace's its last; None where the agent has no gripper command."""
+    fingers: tuple[int, ...] | None = None
+    """agent_pos entries that give the fingers' opening in metres (two finger positions, their difference;
+    or one opening): with it the "latched" judge holds a grasp only while the fingers read at least
+    `hold_gap` apart (an object between them). None: the grasp holds until the gripper command opens."""
+    hold_gap: float = 0.0
+    """Metres the fingers read apart while they hold the object (with `fingers`)."""
     others_xy: tuple[slice, ...] = ()
     """environment_state slices of the other objects the agent moves, each an (x, y) in metres
     (PushTwoCubes' green cube): the "tracked" judge follows them as it follows the object."""
@@ -124,6 +130,10 @@ class TaskProbe:
         if self.grasp_action is not None and not 0 <= self.grasp_action < self.action_dim:
             raise ValueError(f"{self.env_id}: grasp_action must index the {self.action_dim}-d action, "
                              f"got {self.grasp_action}")
+        if self.fingers is not None and (self.grasp_action is None or not self.hold_gap > 0 or not all(
+                0 <= f < self.agent_dim for f in self.fingers) or len(self.fingers) not in (1, 2)):
+            raise ValueError(f"{self.env_id}: fingers needs a grasp_action, a hold_gap > 0 m and one or two agent_pos "
+                             f"entries (< {self.agent_dim}), got fingers={self.fingers}, hold_gap={self.hold_gap}")
         if (self.tracked_agent is None) != (self.tracked_object is None) or (self.tracked_agent is not None and (
                 len(range(self.agent_dim)[self.tracked_agent]) != len(range(self.env_state_dim)[self.tracked_object]))):
             raise ValueError(f"{self.env_id}: tracked_agent and tracked_object go together and pick positions "
@@ -204,7 +214,8 @@ PROBES: dict[str, TaskProbe] = _probes(
               success_from_env_state=pick_place.is_success_from_env_state,
               object_xy_from_frames=pick_place.detect_cube_xy, perturb_start=_nudge_cube,
               static_state=slice(3, 6), reach=pick_place.TRACKED_REACH, tracked_agent=slice(0, 3),
-              tracked_object=slice(0, 3), auto_judge="state"),
+              tracked_object=slice(0, 3), grasp_action=pick_place.GRIPPER_ACTION, fingers=(pick_place.OPENING,),
+              hold_gap=pick_place.HOLD_GAP, auto_judge="latched"),
     # agent_pos (2,) pusher xy; environment_state (12,) red cube xy, cos/sin 4*yaw, green cube the same,
     # red goal xy, green goal xy (push_two_cubes.py). The probe's object is the red cube, the green one
     # the other object; PushCube's reach (the same cubes, pusher and action)

@@ -10,9 +10,11 @@ as real objects can:
 - latched: the same, and a grasp holds. On the frame whose gripper command closes (after one that
   opened) with the agent within reach of the object, the object is latched to the agent until a
   command opens the gripper: it takes its reading where that is within reach of the agent, and is
-  otherwise carried with the agent at the offset it last had. Fingers carry what they closed on, even
-  where the drawn object lags behind them; fingers that closed beside the object carry nothing,
-  wherever the model draws it.
+  otherwise carried with the agent at the offset it last had. Where the task names its fingers, the
+  grasp also lets go on a frame whose fingers read closer than the object's hold gap (they closed on
+  nothing: the object slipped out). Fingers carry what they closed on, even where the drawn object lags
+  behind them; fingers that closed beside the object, or on nothing, carry nothing, wherever the model
+  draws it.
 
 `ObjectTracker` advances these positions frame by frame for a batch of sub-envs; the env runs one per
 judge, and the probe tests run it on a real simulator's states (where it must keep every real outcome).
@@ -45,6 +47,12 @@ class ObjectTracking:
     grasp_action: int | None = None
     """Index of the gripper command in an action (> 0 closes, <= 0 opens: robosuite's last entry); the
     "latched" judge needs it. None where the agent has no gripper."""
+    fingers: tuple[int, ...] | None = None
+    """agent_pos entries that give the fingers' opening in metres: two finger positions (their difference,
+    robosuite's Panda) or one opening (PickPlace's); with it the latched judge holds a grasp only on
+    frames whose fingers read at least `hold_gap` apart. None: the grasp holds until the command opens."""
+    hold_gap: float = 0.0
+    """Metres the fingers read apart while they hold the object (used with `fingers`)."""
 
     def __post_init__(self) -> None:
         if not self.reach > 0:
@@ -55,19 +63,28 @@ class ObjectTracking:
                              f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
         if self.grasp_action is not None and self.grasp_action < 0:
             raise ValueError(f"grasp_action must index the action (>= 0), got {self.grasp_action}")
+        if self.fingers is not None and (self.grasp_action is None or not self.hold_gap > 0
+                                         or len(self.fingers) not in (1, 2) or min(self.fingers) < 0):
+            raise ValueError("fingers needs a grasp_action, a hold_gap > 0 m and one or two agent_pos indices, got "
+                             f"fingers={self.fingers}, hold_gap={self.hold_gap}, grasp_action={self.grasp_action}")
 
     @classmethod
     def from_probe(cls, probe: Any) -> ObjectTracking:
         """What a task probe (wmsuite.envs.probes.TaskProbe, which this package never imports) says the
-        judges compare: its `tracked` slices, `reach` and `grasp_action`."""
+        judges compare: its `tracked` slices, `reach`, `grasp_action`, `fingers` and `hold_gap`."""
         agent, (held, *others) = probe.tracked
         return cls(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others),
-                   grasp_action=probe.grasp_action)
+                   grasp_action=probe.grasp_action, fingers=probe.fingers, hold_gap=probe.hold_gap)
 
     @property
     def dims(self) -> int:
         """Entries of one tracked position: 2 for (x, y), 3 for (x, y, z)."""
         return _size(self.agent_xy)
+
+    def opening(self, agent_pos: np.ndarray) -> np.ndarray:
+        """agent_pos (..., D) -> (...) the fingers' opening in metres (needs `fingers`)."""
+        first = agent_pos[..., self.fingers[0]]
+        return first - agent_pos[..., self.fingers[1]] if len(self.fingers) == 2 else first
 
     @property
     def objects_xy(self) -> tuple[slice, ...]:
@@ -112,6 +129,8 @@ class ObjectTracker:
             agent = agent_pos[:, h, trk.agent_xy]  # (n, dims)
             if self.latch:
                 closing = actions[:, h, trk.grasp_action] > 0  # (n,)
+                if trk.fingers is not None:  # fingers closed on nothing hold nothing
+                    closing &= trk.opening(agent_pos[:, h]) >= trk.hold_gap
                 near = np.linalg.norm(agent - self.positions[:, 0], axis=-1) < trk.reach
                 grab = closing & ~self.closed & near
                 self.offset[grab] = self.positions[grab, 0] - agent[grab]

@@ -259,17 +259,19 @@ def test_the_shipped_pushtwocubes_model_runs_with_both_cubes_tracked():
 
 
 def test_the_shipped_pickplace_model_reads_its_real_start_and_steps():
-    """assets/wm/pickplace loads and steps PickPlace in the real env's format; its state head reads the
-    real start's cube within a few centimetres (the start is the real first frame)."""
+    """assets/wm/pickplace loads and steps PickPlace in the real env's format under its task's judge
+    (latched, the probe's auto_judge); its state head reads the real start's cube within a few
+    centimetres (the start is the real first frame)."""
     import wmsuite.envs  # noqa: F401  (registers the ids)
     from wmsuite.envs.probes import get_probe
-    from wmsuite.world_models import load_world_model, make_world_model_env
+    from wmsuite.world_models import ObjectTracking, load_world_model, make_world_model_env
 
     probe = get_probe("wmsuite/PickPlace-v0")
     model = load_world_model("assets:wm/pickplace")
     assert model.cfg.camera == "front" and model.cfg.action_dim == 4
-    env = make_world_model_env(model, probe.env_id, 2, seed=0, judge="state",
-                               success_fn=probe.success_from_env_state)
+    env = make_world_model_env(model, probe.env_id, 2, seed=0, judge=probe.auto_judge,
+                               success_fn=probe.success_from_env_state,
+                               tracking=ObjectTracking.from_probe(probe), static_state=probe.static_state)
     obs, _ = env.reset(seed=[3, 4])
     real_env = gym.make(probe.env_id)
     real = np.stack([real_env.reset(seed=s)[0]["environment_state"] for s in (3, 4)])
@@ -277,8 +279,10 @@ def test_the_shipped_pickplace_model_reads_its_real_start_and_steps():
     np.testing.assert_array_equal(obs["environment_state"], real)
     read = model.predict_heads(env.state.context[:, -1])["environment_state"].detach().numpy()
     assert np.abs(read[:, :2] - real[:, :2]).max() < 0.03  # the cube's x, y read off the encoded frame
-    obs, *_ = env.step(np.zeros((2, *env.single_action_space.shape), np.float32))
+    obs, _, _, _, info = env.step(np.zeros((2, *env.single_action_space.shape), np.float32))
     assert obs["pixels"]["front"].shape == (2, 64, 64, 3)
+    assert {"judge/state", "judge/tracked", "judge/latched"} <= set(info)
+    np.testing.assert_array_equal(obs["environment_state"][:, 3:], real[:, 3:])  # the target held at its start
     env.close()
 
 

@@ -177,6 +177,31 @@ def test_latched_judge_carries_what_the_fingers_closed_on_and_nothing_else():
         latched.update(agent, read)
 
 
+def test_latched_judge_with_fingers_lets_go_when_they_close_on_nothing():
+    """With the fingers named, a grasp holds only while they read the hold gap apart: fingers that close
+    on the object (gap stays wide) carry it up; fingers that close to nothing (the object slipped) let
+    go at once, and the object stays where it was last believed, though the command stays closed."""
+    from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
+
+    tracking = ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 3), reach=0.03, grasp_action=1,
+                              fingers=(3, 4), hold_gap=0.02)
+    cube = np.array([0.0, 0.0, 0.8], np.float32)
+    lift = np.stack([cube + [0, 0, dz] for dz in (0.0, 0.0, 0.04, 0.07, 0.10)])  # (5, 3)
+    held, slipped = [0.04, 0.02, 0.02, 0.02, 0.02], [0.04, 0.02, 0.005, 0.005, 0.005]  # finger joints (+/-)
+    agent = np.stack([np.concatenate([lift, np.stack([f, [-x for x in f]], 1)], 1) for f in (held, slipped)])  # (2, 5, 5)
+    grip = np.array([[-1, 1, 1, 1, 1]] * 2, np.float32)  # (2, 5): closes at frame 1 and stays closed
+    actions = np.stack([np.zeros_like(grip), grip], -1)  # (2, 5, 2)
+    read = np.tile(cube, (2, 5, 1)).astype(np.float32)  # the reading stays on the table
+    latched = ObjectTracker(tracking, 2, latch=True)
+    latched.reset(np.arange(2), read[:, 0])
+    out = latched.update(agent.astype(np.float32), read, actions)
+    np.testing.assert_allclose(out[0, 1:], lift[1:])  # held 4 cm apart: carried up
+    np.testing.assert_allclose(out[1, 2:], np.tile(cube, (3, 1)))  # 1 cm apart: nothing held, stays put
+    assert latched.held.tolist() == [True, False]
+    with pytest.raises(ValueError, match="hold_gap"):
+        ObjectTracking(agent_xy=slice(0, 3), object_xy=slice(0, 3), reach=0.03, grasp_action=1, fingers=(3, 4))
+
+
 def test_tracked_judge_moves_each_object_only_within_reach_of_the_agent(episodes):
     """With two tracked objects (a task that moves two cubes), each follows the reading only where the
     agent is within reach of that object: the one the agent pushes moves, the other stays put."""
