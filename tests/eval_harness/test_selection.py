@@ -90,10 +90,10 @@ def test_eval_split_picks_the_split_and_its_seed(tmp_path):
     entries, _, seed = policy_entries(EvalConfig(zoo=str(manifest), split="test", seed=7))
     assert [e.name for e in entries] == ["p2", "p3", "p4"] and seed == 7
     assert policy_entries(EvalConfig(zoo=str(manifest)))[2] == 0
-    # --judge auto: the probe's auto_judge (tracked on the pushing tasks, the state rule on PickPlace, the
-    # latched one on Lift, each its zoo's validation choice), the success head where there is no probe
+    # --judge auto: the probe's auto_judge (tracked on the pushing tasks, the latched rule on PickPlace and
+    # Lift, each its zoo's validation choice), the success head where there is no probe
     assert resolve_judge(EvalConfig()) == "tracked" and resolve_judge(EvalConfig(judge="state")) == "state"
-    assert resolve_judge(EvalConfig(env="wmsuite/PickPlace-v0")) == "state"
+    assert resolve_judge(EvalConfig(env="wmsuite/PickPlace-v0")) == "latched"
     assert resolve_judge(EvalConfig(env="wmsuite/robosuite-Lift-v0")) == "latched"
     from wmsuite.cli.eval_setup import make_env_factory  # judge settings fail before any model is touched
 
