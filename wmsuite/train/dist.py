@@ -15,6 +15,7 @@ The process group is the one HF accelerate's `PartialState` sets up from the lau
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from collections.abc import Callable
@@ -48,6 +49,14 @@ def init(device: str = "cpu") -> None:
         from accelerate import PartialState
 
         PartialState(cpu=not str(device).startswith("cuda"))
+        atexit.register(_leave)
+
+
+def _leave() -> None:
+    """Leave the process group before the interpreter exits: a gloo group torn down with the interpreter
+    can abort a finished rank ("terminate called without an active exception")."""
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def _device() -> torch.device:
