@@ -42,7 +42,8 @@ FINGER_OPEN = 0.045  # m, each finger's joint range is [0, FINGER_OPEN]
 ACTION_SCALE = 0.04  # m of servo-target displacement per unit action
 MAX_EPISODE_STEPS = 120
 GRIPPER_ACTION = 3
-"""Index of the gripper command in an action (> 0 closes the fingers past a cube's width)."""
+"""Index of the gripper command in an action (> 0 counts as closing; the command sets the fingers' opening,
+9 cm at -1 to none at +1)."""
 OPENING = 3
 """agent_pos entry of the opening between the fingers (m)."""
 HOLD_GAP = 0.02

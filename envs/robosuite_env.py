@@ -60,8 +60,8 @@ LIFT_FINGERS = (7, 8)
 """agent_pos entries of the Panda's two finger joints (m, the left one positive): their difference is
 the fingers' opening, about 8 cm wide open."""
 LIFT_HOLD_GAP = 0.02
-"""m: fingers closed on the cube stay its width apart (about 4 cm); closed on nothing they read about
-1 cm. With LIFT_FINGERS, a latched judge that holds a grasp only while the fingers read at least this
+"""m: fingers closed on the cube stay its width apart (4.0-4.4 cm); closed on nothing they come much
+closer. With LIFT_FINGERS, a latched judge that holds a grasp only while the fingers read at least this
 far apart carries nothing up after a slip; Lift's probe does not name them (on generated frames the
 heads read a real grasp's fingers too close; experiments/world_models_journal.md, session 24)."""
 LIFT_TABLE_HEIGHT = 0.8  # m

@@ -125,9 +125,9 @@ class EvalConfig(SimBackendFlags):
     task's success rule on the environment_state head's reading of each generated frame), 'both',
     'tracked' (the rule on an object position that moves only while the agent is within reach of it),
     'latched' (tracked, and an object the gripper closed on within reach moves with the agent until it
-    opens, or its fingers close on nothing; tasks with a gripper command: Lift, PickPlace), or 'auto': the task probe's `auto_judge`, the judge
-    chosen on its zoo's validation split ('tracked' on the pushing tasks, 'latched' on PickPlace and
-    Lift, 'head' where the task has no probe).
+    opens, or on PickPlace until the fingers close on nothing; tasks with a gripper command: Lift,
+    PickPlace), or 'auto': the task probe's `auto_judge`, the judge chosen on its zoo's validation split
+    ('tracked' on the pushing tasks, 'latched' on PickPlace and Lift, 'head' where the task has no probe).
     Every judge's firing step is recorded per episode either way (episodes.jsonl, judge_* figures)."""
     hold_static: bool = True
     """Hold the state the task fixes at reset (PushCube's goal, PickPlace's target; the task probe's
