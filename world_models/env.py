@@ -31,8 +31,9 @@
   `ObjectTracking.grasp_action`): "tracked" where a grasp, closed within reach, carries the object
   with the agent until the gripper opens (or, where the tracking names the fingers, until they close
   on nothing; world_models/tracking.py). Under "tracked" and "latched" the observation's
-  environment_state holds the believed positions, so policies act on the world the judge sees. `static_state` names the environment_state entries the task keeps fixed through an
-  episode (a goal's position): they are known from the real start, so the observation and the state
+  environment_state holds the believed positions, so policies act on the world the judge sees.
+  `static_state` names the environment_state entries the task keeps fixed through an episode (a goal's
+  position): they are known from the real start, so the observation and the state
   judges hold them there instead of re-reading them from generated frames, where a drawn goal may
   drift (towards the object, as in the successes the model saw). Every judge the env can compute is
   reported per step in info as `judge/<name>` (1.0 when it fires on one of the chunk's frames),

@@ -146,3 +146,15 @@ class ObjectTracker:
                     self.positions[:, 0] = np.where(self.held[:, None], agent + self.offset, self.positions[:, 0])
                 out[:, h, xy] = self.positions[:, o]
         return out
+
+
+def track_episode(tracking: ObjectTracking, agent_pos: np.ndarray, env_state: np.ndarray, actions: np.ndarray,
+                  latch: bool = False) -> np.ndarray:
+    """One recorded episode through a judge's tracker: agent_pos (T+1, D), env_state (T+1, E) and actions
+    (T, A), state t+1 following action t -> (T+1, E) env_state with the tracked objects where the judge
+    believes them (the first state is the real start). How a rule is checked on a simulator's true
+    states, where it must keep every real outcome."""
+    tracker = ObjectTracker(tracking, 1, latch=latch)
+    tracker.reset(np.zeros(1, int), env_state[:1])
+    believed = tracker.update(agent_pos[None, 1:], env_state[None, 1:], actions[None])[0]  # (T, E)
+    return np.concatenate([env_state[:1], believed])

@@ -26,18 +26,9 @@ import wmsuite.envs  # noqa: F401  (registers the ids)
 from wmsuite.envs import robosuite_env
 from wmsuite.envs.probes import get_probe
 from wmsuite.policies.wrappers import ActionNoise
-from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
+from wmsuite.world_models.tracking import ObjectTracking, track_episode
 
 ENV_ID = "wmsuite/robosuite-Lift-v0"
-
-
-def believed_success(probe, tracking: ObjectTracking, agent: np.ndarray, state: np.ndarray, actions: np.ndarray,
-                     latch: bool) -> bool:
-    """The rule on one episode's true states (T+1, D), (T+1, E) and actions (T, A)."""
-    tracker = ObjectTracker(tracking, 1, latch=latch)
-    tracker.reset(np.zeros(1, int), state[:1])
-    believed = tracker.update(agent[None, 1:], state[None, 1:], actions[None])[0]
-    return bool(probe.success_from_env_state(believed).any())
 
 
 def main() -> None:
@@ -71,7 +62,8 @@ def main() -> None:
                 if success:
                     break
             for name, (rule, latch) in rules.items():
-                said = believed_success(probe, rule, np.array(agent), np.array(state), np.array(actions), latch)
+                believed = track_episode(rule, np.array(agent), np.array(state), np.array(actions), latch)
+                said = bool(probe.success_from_env_state(believed).any())
                 counts[f"{name}_kept"] += said and success
                 counts[f"{name}_false"] += said and not success
             counts["real"] += success

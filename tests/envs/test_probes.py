@@ -119,12 +119,10 @@ def _believed_success(probe, agent_pos: np.ndarray, env_state: np.ndarray, actio
     """The "tracked" (or, with latch, "latched") judge's rule on one episode's true states (T+1, D),
     (T+1, E) and its actions (T, A), through the learned simulator's own tracker
     (world_models/tracking.py): state t+1 follows action t."""
-    from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
+    from wmsuite.world_models.tracking import ObjectTracking, track_episode
 
-    tracker = ObjectTracker(ObjectTracking.from_probe(probe), 1, latch=latch)
-    tracker.reset(np.zeros(1, int), env_state[:1])
-    believed = tracker.update(agent_pos[None, 1:], env_state[None, 1:], actions[None])[0]  # (T, E)
-    return probe.success_from_env_state(np.concatenate([env_state[:1], believed]))
+    return probe.success_from_env_state(track_episode(ObjectTracking.from_probe(probe), agent_pos, env_state,
+                                                      actions, latch))
 
 
 @pytest.mark.parametrize("env_id", [i for i in ENV_IDS if PROBES[i].reach is not None])
