@@ -140,6 +140,26 @@ def paired_outcomes(episodes: list[dict]) -> dict[str, tuple[np.ndarray, np.ndar
     return out
 
 
+def mean_over_draws(draws: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Several `paired_outcomes` of the same starts, each imagined with another sampling-noise stream
+    (`wmsuite eval --noise-seed K --real-from ...`) -> {policy: (real (E,), mean imagined outcome (E,))}.
+
+    An imagined outcome is one draw from what the model believes of a start; their mean over draws is
+    the model's success probability for that start, which can track the real outcome better than one
+    draw (the estimator takes any prediction in [0, 1]). Policies and episodes present in every draw
+    are kept; the real outcomes must be the same in every draw (they are one real run, reused)."""
+    if not draws:
+        raise ValueError("need at least one draw")
+    out = {}
+    for name in sorted(set.intersection(*(set(d) for d in draws))):
+        real = draws[0][name][0]
+        if any(len(d[name][0]) != len(real) or not np.array_equal(d[name][0], real) for d in draws[1:]):
+            raise ValueError(f"{name}: the draws hold different real outcomes; run them with --real-from the first "
+                             "evaluation, so that they share its real episodes")
+        out[name] = (real, np.mean([d[name][1] for d in draws], axis=0))
+    return out
+
+
 def coverage_study(pairs: dict[str, tuple[np.ndarray, np.ndarray]], n: int, resamples: int, seed: int = 0,
                    pseudo: float = PSEUDO) -> dict:
     """How often the n-real-episode intervals hold the real rate, by simulation over policies.

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from wmsuite.eval_harness.ppi import Z95, coverage_study, paired_outcomes, ppi_mean, real_only
+from wmsuite.eval_harness.ppi import Z95, coverage_study, mean_over_draws, paired_outcomes, ppi_mean, real_only
 
 Y, YHAT, YU = [1, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0, 1, 0]
 
@@ -91,3 +91,25 @@ def test_width_ratio_bound_follows_the_per_episode_agreement():
     assert rows["noisy"]["width_ratio_bound"] == pytest.approx(np.sqrt(1 - rho**2))
     ratio = rows["noisy"]["ppi_width_median"] / rows["noisy"]["real_only_width_median"]
     assert ratio > rows["noisy"]["width_ratio_bound"] - 0.05
+
+
+def test_mean_over_draws_by_hand_and_refuses_other_real_runs():
+    """Two draws of the same starts: each start's prediction is its mean imagined outcome; policies in
+    one draw only are left out; draws with other real outcomes are refused."""
+    real = np.array([1.0, 0.0, 1.0])
+    a = {"p": (real, np.array([1.0, 1.0, 0.0])), "only_a": (real, real)}
+    b = {"p": (real.copy(), np.array([1.0, 0.0, 0.0]))}
+    out = mean_over_draws([a, b])
+    assert list(out) == ["p"]
+    assert out["p"][0].tolist() == [1, 0, 1] and out["p"][1].tolist() == [1.0, 0.5, 0.0]
+    with pytest.raises(ValueError, match="--real-from"):
+        mean_over_draws([a, {"p": (np.array([0.0, 0.0, 1.0]), real)}])
+    # a model that knows each start's success probability, drawn twice: the mean of the draws
+    # correlates with the real outcome at least as well as one draw
+    rng = np.random.default_rng(3)
+    prob = rng.random(2000)
+    real = (rng.random(2000) < prob).astype(float)
+    draws = [{"q": (real, (rng.random(2000) < prob).astype(float))} for _ in range(4)]
+    one = np.corrcoef(real, draws[0]["q"][1])[0, 1]
+    four = np.corrcoef(real, mean_over_draws(draws)["q"][1])[0, 1]
+    assert four > one + 0.05
