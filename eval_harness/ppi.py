@@ -21,6 +21,14 @@ taken with pseudo-observations added, in the spirit of the Agresti-Coull interva
 with one disagreement each way (real success imagined failure, and the reverse), the unpaired one
 with one success and one failure. The estimate itself is unchanged; the interval is wider by what a
 sample this small cannot rule out.
+
+Interval shape. The "normal" interval is the estimate plus or minus z standard errors. At small n it
+is wider than Wilson's score interval of the real outcomes alone where the rate is mid-range, and
+narrower where all n agree (a policy at 0 or 1). The "score" interval takes, as Wilson's does, every
+rate theta whose own variance puts the estimate within z standard errors of it: the rectifier's
+variance at theta is theta (1 - theta) + lam^2 var(Yhat) - 2 lam cov(Y, Yhat), with the imagined
+variance and the covariance estimated with the pseudo-observations. At lam = 0 it is Wilson's
+interval exactly, so the imagined episodes are all that can make it narrower than the real-only one.
 """
 
 from __future__ import annotations
@@ -100,14 +108,23 @@ which `coverage_study` at n = 10 covered every validation-split policy of the fa
 90% of the time (experiments/scripts/ppi_study.py)."""
 
 
+INTERVALS = ("normal", "score")
+"""The interval shapes `ppi_mean` knows (module doc): "normal", the estimate plus or minus z standard
+errors with the variances taken with pseudo-observations; "score", every rate that the estimate is
+within z standard errors of, with the real outcomes' variance that rate's, as Wilson's interval."""
+
+
 def ppi_mean(y, yhat, yhat_unlabeled, *, lam: float | None = None, z: float = Z95,
-             pseudo: float = PSEUDO) -> Estimate:
+             pseudo: float = PSEUDO, interval: str = "normal") -> Estimate:
     """The prediction-powered estimate of the real success rate (module doc).
 
     y, yhat: (n,) real and imagined outcomes of the same n starts; yhat_unlabeled: (N,) imagined
-    outcomes of other starts. lam: the weight on the imagined episodes (None: the variance-minimising
-    one, clipped to [0, 1]). pseudo: the weight of each pseudo-observation in the variances (module doc;
-    0: the plain estimator)."""
+    outcomes of other starts (imagined outcomes may be probabilities in [0, 1]). lam: the weight on the
+    imagined episodes (None: the variance-minimising one, clipped to [0, 1]). pseudo: the weight of each
+    pseudo-observation in the variances (module doc; 0: the plain estimator). interval: its shape, one of
+    INTERVALS; "score" reduces to Wilson's interval of the real outcomes at lam = 0."""
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
     y, yhat, yu = _check("real outcomes", y), _check("paired imagined outcomes", yhat), \
         _check("unpaired imagined outcomes", yhat_unlabeled)
     n, big_n = len(y), len(yu)
@@ -120,10 +137,29 @@ def ppi_mean(y, yhat, yhat_unlabeled, *, lam: float | None = None, z: float = Z9
         cov = float(np.cov(y, yhat, ddof=1)[0, 1]) if n > 1 else 0.0
         lam = 0.0 if var_f <= 0 else min(1.0, max(0.0, cov / ((1 + n / big_n) * var_f)))
     value = lam * float(yu.mean()) + float(np.mean(y - lam * yhat))
-    # the rectifier y - lam*yhat of the two disagreements is 1 (real 1, imagined 0) and -lam (0, 1)
-    var_rect = _var(y - lam * yhat, (1.0, -lam), pseudo)
-    se = math.sqrt(lam * lam * _var(yu, (0.0, 1.0), pseudo) / big_n + var_rect / n)
-    return Estimate(value, *_interval(value, se, z), float(lam))
+    var_u = lam * lam * _var(yu, (0.0, 1.0), pseudo) / big_n
+    if interval == "normal":
+        # the rectifier y - lam*yhat of the two disagreements is 1 (real 1, imagined 0) and -lam (0, 1)
+        se = math.sqrt(var_u + _var(y - lam * yhat, (1.0, -lam), pseudo) / n)
+        return Estimate(value, *_interval(value, se, z), float(lam))
+    # var(y - lam yhat) = theta (1 - theta) + lam^2 var(yhat) - 2 lam cov(y, yhat) at the rate theta
+    # tested; var(yhat) and the covariance with a disagreement each way among the pairs
+    var_f = _var(np.concatenate([yhat, yu]), (0.0, 1.0), pseudo)
+    cov = _cov(np.concatenate([y, [1.0, 0.0]]), np.concatenate([yhat, [0.0, 1.0]]),
+               np.concatenate([np.ones(n), np.full(2, pseudo)]))
+    theta = np.linspace(0.0, 1.0, 4001)  # (G,) the rates tested
+    var_rect = np.maximum(theta * (1 - theta) + lam * lam * var_f - 2 * lam * cov, 0.0)
+    inside = theta[np.abs(value - theta) <= z * np.sqrt(var_u + var_rect / n)]
+    low, high = (float(inside.min()), float(inside.max())) if len(inside) else (min(max(value, 0.0), 1.0),) * 2
+    return Estimate(value, low, high, float(lam))
+
+
+def _cov(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> float:
+    """Weighted sample covariance (weights as frequencies; the denominator is their sum less one)."""
+    if w.sum() <= 1:
+        return 0.0
+    ma, mb = np.sum(w * a) / w.sum(), np.sum(w * b) / w.sum()
+    return float(np.sum(w * (a - ma) * (b - mb)) / (w.sum() - 1))
 
 
 def paired_outcomes(episodes: list[dict]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -161,28 +197,37 @@ def mean_over_draws(draws: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> di
 
 
 def coverage_study(pairs: dict[str, tuple[np.ndarray, np.ndarray]], n: int, resamples: int, seed: int = 0,
-                   pseudo: float = PSEUDO) -> dict:
+                   pseudo: float = PSEUDO, interval: str = "normal") -> dict:
     """How often the n-real-episode intervals hold the real rate, by simulation over policies.
 
     Each policy's E recorded (real, imagined) pairs are taken as its population: a resample draws n
     pairs and E - n unpaired imagined outcomes from it with replacement, and the truth is the
     population's real rate. Returns, over all policies and resamples, the coverage and median width
-    of the prediction-powered and real-only intervals and their median width ratio, and per policy."""
+    of the prediction-powered and real-only intervals and their median width ratio, and per policy.
+
+    The real-only interval is Wilson's; the estimator's "normal" interval is narrower than Wilson's where
+    all n real outcomes agree (a policy at 0 or 1) whatever the imagined episodes say, and wider at
+    mid-range rates (module doc). `width_ratio_own_median` therefore also compares it with itself at
+    lam = 0 (the same n real episodes, no imagined ones): below 1 only by what the imagined episodes add.
+    `ppi_width_mean` is the mean width over all policies and resamples."""
     rng = np.random.default_rng(seed)
-    rows, hit, real_hit, ratio = [], [], [], []
+    rows, hit, real_hit, ratio, own_ratio, widths = [], [], [], [], [], []
     for name, (real, wm) in sorted(pairs.items()):
         e = len(real)
         if e <= n:
             raise ValueError(f"{name}: {e} paired episodes; the study needs more than n = {n}")
         truth = float(real.mean())
-        h, rh, w, rw = [], [], [], []
+        h, rh, w, rw, ow = [], [], [], [], []
         for _ in range(resamples):
             lab, unl = rng.integers(0, e, n), rng.integers(0, e, e - n)
-            est, base = ppi_mean(real[lab], wm[lab], wm[unl], pseudo=pseudo), real_only(real[lab])
+            est = ppi_mean(real[lab], wm[lab], wm[unl], pseudo=pseudo, interval=interval)
+            base = real_only(real[lab])
+            own = ppi_mean(real[lab], wm[lab], wm[unl], lam=0.0, pseudo=pseudo, interval=interval)
             h.append(est.low <= truth <= est.high)
             rh.append(base.low <= truth <= base.high)
             w.append(est.width)
             rw.append(base.width)
+            ow.append(own.width)
         both_vary = real.std() > 0 and wm.std() > 0
         rho = float(np.corrcoef(real, wm)[0, 1]) if both_vary else 0.0
         rows.append({"name": name, "real_success": truth, "ppi_coverage": float(np.mean(h)),
@@ -190,12 +235,16 @@ def coverage_study(pairs: dict[str, tuple[np.ndarray, np.ndarray]], n: int, resa
                      # sqrt(1 - rho^2), the best lam's with unlimited imagined episodes (large n)
                      "pair_correlation": rho, "width_ratio_bound": float(np.sqrt(1.0 - rho * rho)),
                      "real_only_coverage": float(np.mean(rh)), "ppi_width_median": float(np.median(w)),
-                     "real_only_width_median": float(np.median(rw))})
+                     "real_only_width_median": float(np.median(rw)), "own_lam0_width_median": float(np.median(ow))})
         hit += h
         real_hit += rh
         ratio += list(np.asarray(w) / np.maximum(np.asarray(rw), 1e-12))
-    return {"n_real": n, "resamples": resamples, "pseudo": pseudo, "ppi_coverage": float(np.mean(hit)),
+        own_ratio += list(np.asarray(w) / np.maximum(np.asarray(ow), 1e-12))
+        widths += w
+    return {"n_real": n, "resamples": resamples, "pseudo": pseudo, "interval": interval,
+            "ppi_coverage": float(np.mean(hit)), "ppi_width_mean": float(np.mean(widths)),
             "real_only_coverage": float(np.mean(real_hit)), "width_ratio_median": float(np.median(ratio)),
+            "width_ratio_own_median": float(np.median(own_ratio)),
             "width_ratio_bound_median": float(np.median([r["width_ratio_bound"] for r in rows])),
             "ppi_width_median": float(np.median([r["ppi_width_median"] for r in rows])),
             "real_only_width_median": float(np.median([r["real_only_width_median"] for r in rows])),

@@ -5,7 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from wmsuite.eval_harness.ppi import Z95, coverage_study, mean_over_draws, paired_outcomes, ppi_mean, real_only
+from wmsuite.eval_harness.ppi import (
+    Z95,
+    coverage_study,
+    mean_over_draws,
+    paired_outcomes,
+    ppi_mean,
+    real_only,
+)
 
 Y, YHAT, YU = [1, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0, 1, 0]
 
@@ -55,17 +62,18 @@ def test_wilson_by_hand_and_bad_input():
         ppi_mean([1, 0], [1], [1])
 
 
-def test_coverage_study_on_a_biased_simulator():
+@pytest.mark.parametrize("interval", ["normal", "score"])
+def test_coverage_study_on_a_biased_simulator(interval):
     """A simulator that adds successes (20% of real failures imagined as successes): the imagined-only
     rate is biased, the prediction-powered interval still covers near nominal and is narrower than
-    the real-only one."""
+    the real-only one, in either shape."""
     rng = np.random.default_rng(1)
     pairs = {}
     for k, p in enumerate((0.1, 0.3, 0.5, 0.7, 0.9)):
         real = (rng.random(200) < p).astype(float)
         wm = np.where(real == 1, 1.0, (rng.random(200) < 0.2).astype(float))
         pairs[f"p{k}"] = (real, wm)
-    out = coverage_study(pairs, n=10, resamples=400, seed=0)
+    out = coverage_study(pairs, n=10, resamples=400, seed=0, interval=interval)
     assert 0.93 <= out["ppi_coverage"] <= 1.0
     assert out["width_ratio_median"] < 1.0
     records = [{"policy": "a", "sim": s, "episode": i, "success": v} for s, vals in (("real", [1, 0]), ("wm", [0, 0]))
@@ -113,3 +121,36 @@ def test_mean_over_draws_by_hand_and_refuses_other_real_runs():
     one = np.corrcoef(real, draws[0]["q"][1])[0, 1]
     four = np.corrcoef(real, mean_over_draws(draws)["q"][1])[0, 1]
     assert four > one + 0.05
+
+
+def test_own_width_ratio_separates_the_imagined_episodes_from_the_interval_shape():
+    """A policy that always succeeds: the estimator's interval is narrower than Wilson's whatever the
+    simulator says (the shape, not the imagined episodes), and equal to itself without imagined
+    episodes. A simulator that agrees on every episode of a mid-rate policy narrows it against itself."""
+    rng = np.random.default_rng(4)
+    always = np.ones(200)
+    mid = (rng.random(200) < 0.5).astype(float)
+    chance = (rng.random(200) < 0.5).astype(float)
+    sure = coverage_study({"always": (always, chance)}, n=10, resamples=200, seed=0)
+    assert sure["width_ratio_median"] < 0.8
+    assert sure["width_ratio_own_median"] == pytest.approx(1.0)
+    agree = coverage_study({"mid": (mid, mid.copy())}, n=10, resamples=200, seed=0)
+    by_chance = coverage_study({"mid": (mid, chance)}, n=10, resamples=200, seed=0)
+    assert agree["width_ratio_own_median"] < 0.9
+    assert by_chance["width_ratio_own_median"] > agree["width_ratio_own_median"] + 0.1
+
+
+def test_score_interval_is_wilson_without_imagined_episodes_and_narrows_with_agreeing_ones():
+    """At lam = 0 the score interval is Wilson's (to its grid); with a simulator that agrees on every
+    episode it is narrower than Wilson's, and it still holds the estimate; a bad shape name is refused."""
+    from wmsuite.stats import wilson_interval
+
+    y = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1, 0], float)
+    est = ppi_mean(y, y, np.tile([0.0, 1.0], 20), lam=0.0, interval="score")
+    low, high = wilson_interval(6, 10)
+    assert est.low == pytest.approx(low, abs=3e-4) and est.high == pytest.approx(high, abs=3e-4)
+    agree = ppi_mean(y, y, np.tile([0.0, 1.0, 1.0, 0.0, 1.0], 20), interval="score")
+    assert agree.lam > 0.5 and agree.low <= agree.value <= agree.high
+    assert agree.width < 0.8 * (high - low)
+    with pytest.raises(ValueError, match="interval must be one of"):
+        ppi_mean(y, y, y, interval="wald")
