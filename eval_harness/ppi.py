@@ -103,9 +103,9 @@ def imagined_only(yhat_all, *, z: float = Z95) -> Estimate:
 
 
 PSEUDO = 0.75
-"""Default weight of each pseudo-observation (module doc): the smallest of 0, 0.25, 0.5, 0.75 and 1 with
-which `coverage_study` at n = 10 covered every validation-split policy of the families zoo at least
-90% of the time (experiments/scripts/ppi_study.py)."""
+"""Default weight of each pseudo-observation (module doc), chosen on the families zoo's validation split
+with `coverage_study` at n = 10 (experiments/scripts/ppi_study.py; the rule and its figures, then and
+with later simulators, are in experiments/trust_journal.md)."""
 
 
 INTERVALS = ("normal", "score")
@@ -182,16 +182,16 @@ def mean_over_draws(draws: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> di
 
     An imagined outcome is one draw from what the model believes of a start; their mean over draws is
     the model's success probability for that start, which can track the real outcome better than one
-    draw (the estimator takes any prediction in [0, 1]). Policies and episodes present in every draw
-    are kept; the real outcomes must be the same in every draw (they are one real run, reused)."""
+    draw (the estimator takes any prediction in [0, 1]). Policies present in every draw are kept; each
+    must hold the same real outcomes in every draw (one real run, reused), or it is refused."""
     if not draws:
         raise ValueError("need at least one draw")
     out = {}
     for name in sorted(set.intersection(*(set(d) for d in draws))):
         real = draws[0][name][0]
         if any(len(d[name][0]) != len(real) or not np.array_equal(d[name][0], real) for d in draws[1:]):
-            raise ValueError(f"{name}: the draws hold different real outcomes; run them with --real-from the first "
-                             "evaluation, so that they share its real episodes")
+            raise ValueError(f"{name}: the draws hold different real outcomes (an unfinished run, or one made without "
+                             "--real-from the first evaluation); finish them, sharing the first run's real episodes")
         out[name] = (real, np.mean([d[name][1] for d in draws], axis=0))
     return out
 
