@@ -71,15 +71,20 @@ def _check(name: str, x) -> np.ndarray:
     return a
 
 
+def _cov(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> float:
+    """Weighted sample covariance (weights as frequencies; the denominator is their sum less one)."""
+    if w.sum() <= 1:
+        return 0.0
+    ma, mb = np.sum(w * a) / w.sum(), np.sum(w * b) / w.sum()
+    return float(np.sum(w * (a - ma) * (b - mb)) / (w.sum() - 1))
+
+
 def _var(x: np.ndarray, pseudo: tuple[float, ...], weight: float) -> float:
     """Sample variance of x with the `pseudo` observations added at `weight` each (module doc);
     weights count as frequencies (the denominator is their sum less one)."""
     v = np.concatenate([x, pseudo]) if weight > 0 else x
     w = np.concatenate([np.ones(len(x)), np.full(len(pseudo), weight)]) if weight > 0 else np.ones(len(x))
-    if w.sum() <= 1:
-        return 0.0
-    m = float(np.sum(w * v) / w.sum())
-    return float(np.sum(w * (v - m) ** 2) / (w.sum() - 1))
+    return _cov(v, v, w)
 
 
 def _interval(value: float, se: float, z: float) -> tuple[float, float]:
@@ -152,14 +157,6 @@ def ppi_mean(y, yhat, yhat_unlabeled, *, lam: float | None = None, z: float = Z9
     inside = theta[np.abs(value - theta) <= z * np.sqrt(var_u + var_rect / n)]
     low, high = (float(inside.min()), float(inside.max())) if len(inside) else (min(max(value, 0.0), 1.0),) * 2
     return Estimate(value, low, high, float(lam))
-
-
-def _cov(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> float:
-    """Weighted sample covariance (weights as frequencies; the denominator is their sum less one)."""
-    if w.sum() <= 1:
-        return 0.0
-    ma, mb = np.sum(w * a) / w.sum(), np.sum(w * b) / w.sum()
-    return float(np.sum(w * (a - ma) * (b - mb)) / (w.sum() - 1))
 
 
 def paired_outcomes(episodes: list[dict]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
