@@ -10,7 +10,8 @@ per-policy success rates:
     mean_abs_error      mean_i |S_i - R_i|
 
 `bootstrap` gives 95% intervals by resampling episodes within each policy (paired: the real and the
-imagined episode of one seed are drawn together, since they start from the same state).
+imagined episode of one seed are drawn together, since they start from the same state);
+`bootstrap_difference` compares two simulators on the same real episodes the same way.
 """
 
 from __future__ import annotations
@@ -110,6 +111,50 @@ def bootstrap(sim_outcomes: Sequence[Sequence[bool]], real_outcomes: Sequence[Se
         v = np.asarray(values)
         v = v[np.isfinite(v)]
         out[name] = (float(np.percentile(v, lo)), float(np.percentile(v, hi))) if len(v) else (float("nan"),) * 2
+    return out
+
+
+def bootstrap_difference(sim_a: Sequence[Sequence[bool]], sim_b: Sequence[Sequence[bool]],
+                         real: Sequence[Sequence[bool]], samples: int = 2000, seed: int = 0,
+                         level: float = 0.95) -> dict[str, dict[str, float]]:
+    """Two simulators judged against the same real episodes: every metric's difference B - A with a
+    percentile interval, resampling episodes within each policy with one set of indices for all
+    three (episode i of a policy is one start, played in the real simulator and in both learned ones).
+
+    sim_a[k], sim_b[k], real[k]: per-episode success (0/1) of policy k, all of one length. Returns
+    {metric: {"a", "b", "difference", "low", "high", "b_better_share"}}: b_better_share is the share of
+    resamples where B scores better (lower MMRV or mean |error|, higher correlation), ties counting half.
+    """
+    if not len(sim_a) == len(sim_b) == len(real):
+        raise ValueError(f"need the same policies in all three: {len(sim_a)}, {len(sim_b)}, {len(real)}")
+    arrays = [[np.asarray(x, float) for x in group] for group in (sim_a, sim_b, real)]
+    for k, (a, b, r) in enumerate(zip(*arrays)):
+        if not len(a) == len(b) == len(r) > 0:
+            raise ValueError(f"policy {k}: {len(a)}, {len(b)} and {len(r)} episodes; a paired comparison needs the "
+                             "same starts in both evaluations (the same --seed and episode count)")
+    rng = np.random.default_rng(seed)
+    lower_is_better = {"mmrv", "mean_abs_error"}
+    diffs: dict[str, list[float]] = {name: [] for name in METRICS}
+    wins: dict[str, float] = dict.fromkeys(METRICS, 0.0)
+    for _ in range(samples):
+        idx = [rng.integers(0, len(r), len(r)) for r in arrays[2]]
+        rate_a, rate_b, rate_r = ([x[i].mean() for x, i in zip(group, idx)] for group in arrays)
+        for name, fn in METRICS.items():
+            va, vb = fn(rate_a, rate_r), fn(rate_b, rate_r)
+            if np.isfinite(va) and np.isfinite(vb):
+                diffs[name].append(vb - va)
+                better = va - vb if name in lower_is_better else vb - va
+                wins[name] += 1.0 if better > 0 else 0.5 if better == 0 else 0.0
+    full = [[x.mean() for x in group] for group in arrays]
+    lo, hi = (1 - level) / 2 * 100, (1 + level) / 2 * 100
+    out = {}
+    for name, fn in METRICS.items():
+        d = np.asarray(diffs[name])
+        a, b = fn(full[0], full[2]), fn(full[1], full[2])
+        out[name] = {"a": a, "b": b, "difference": b - a,
+                     "low": float(np.percentile(d, lo)) if len(d) else float("nan"),
+                     "high": float(np.percentile(d, hi)) if len(d) else float("nan"),
+                     "b_better_share": wins[name] / len(d) if len(d) else float("nan")}
     return out
 
 

@@ -9,6 +9,7 @@ from scipy import stats
 from wmsuite.eval_harness.metrics import (
     all_metrics,
     bootstrap,
+    bootstrap_difference,
     kendall,
     mean_abs_error,
     mmrv,
@@ -83,3 +84,33 @@ def test_bootstrap_intervals_cover_point_estimate():
         assert lo <= hi
         assert lo - 1e-9 <= point[name] <= hi + 1e-9 or name == "mmrv", (name, lo, point[name], hi)
     assert ci["pearson"][0] > 0.7
+
+
+def test_bootstrap_difference_of_identical_simulators_is_exactly_zero():
+    rng = np.random.default_rng(3)
+    real = [rng.random(20) < p for p in (0.1, 0.5, 0.9)]
+    sim = [rng.random(20) < p for p in (0.2, 0.4, 0.8)]
+    out = bootstrap_difference(sim, sim, real, samples=200)
+    for name in ("mmrv", "mean_abs_error", "pearson"):
+        assert out[name]["difference"] == out[name]["low"] == out[name]["high"] == 0.0
+        assert out[name]["b_better_share"] == 0.5
+
+
+def test_bootstrap_difference_finds_the_better_simulator():
+    rng = np.random.default_rng(4)
+    real = [rng.random(30) < p for p in (0.0, 0.3, 0.6, 1.0)]
+    exact = [r.copy() for r in real]  # B plays every start as the real simulator did
+    flipped = [~r for r in real]  # A gets every start wrong: rates 1 - real
+    out = bootstrap_difference(flipped, exact, real, samples=300)
+    rates = [r.mean() for r in real]
+    assert out["mean_abs_error"]["a"] == pytest.approx(np.mean([abs(1 - 2 * p) for p in rates]))
+    assert out["mean_abs_error"]["b"] == 0.0 and out["mmrv"]["b"] == 0.0
+    assert out["mean_abs_error"]["high"] < 0 and out["mean_abs_error"]["b_better_share"] == 1.0
+    assert out["pearson"]["low"] > 0 and out["mmrv"]["difference"] < 0
+
+
+def test_bootstrap_difference_refuses_unpaired_evaluations():
+    with pytest.raises(ValueError, match="same starts"):
+        bootstrap_difference([np.ones(5)], [np.ones(4)], [np.ones(5)])
+    with pytest.raises(ValueError, match="same policies"):
+        bootstrap_difference([np.ones(5)], [np.ones(5), np.ones(5)], [np.ones(5)])
