@@ -3,7 +3,9 @@
 # fine-tunes of the shipped model (assets/wm/pushtwocubes), both directions trained. Each run gets
 # MINUTES of one core (both at once), then the heads pass, a float16 export, open-loop fidelity on the
 # held-out file (forward and backward, 1x to 8x the one-chunk training rollout) and `wmsuite eval` on
-# the zoo's test split. Stages (STAGE=...; default all): dynamics, heads, export, fidelity, eval.
+# the zoo's $SPLIT split (default test), then the paired comparisons on it: cycle and noise against
+# teacher forcing, cycle against noise (experiments/scripts/compare_sims.py).
+# Stages (STAGE=...; default all): dynamics, heads, export, fidelity, eval.
 # OBJECTIVES: default "teacher cycle" (the comparison #28 names); "noise" is the control that gives
 # the cycle run's own joint objective the same minutes without the cycle term.
 # Needs bash experiments/scripts/pushtwocubes_data.sh. Results in $OUT/<objective>*.
@@ -14,6 +16,7 @@ START=${START:-assets/wm/pushtwocubes}
 MINUTES=${MINUTES:-50}
 STAGE=${STAGE:-all}
 OBJECTIVES=${OBJECTIVES:-teacher cycle}
+SPLIT=${SPLIT:-test}
 DATA=data/pushtwocubes_train.hdf5
 stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
 flags() {  # the objective's own settings
@@ -52,7 +55,13 @@ fi
 if stage eval; then
   for obj in $OBJECTIVES; do
     wmsuite eval --num-envs 16 --env wmsuite/PushTwoCubes-v0 --wm "$OUT/$obj-export" --zoo assets:zoo/pushtwocubes.json \
-        --split test --videos 0 --out "$OUT/$obj-eval-test" > "$OUT/$obj-eval-test.log" 2>&1 &
+        --split "$SPLIT" --videos 0 --out "$OUT/$obj-eval-$SPLIT" > "$OUT/$obj-eval-$SPLIT.log" 2>&1 &
   done
   wait
+  for pair in teacher:cycle teacher:noise noise:cycle; do
+    a=${pair%:*} b=${pair#*:}
+    if [ -d "$OUT/$a-eval-$SPLIT" ] && [ -d "$OUT/$b-eval-$SPLIT" ]; then
+      python experiments/scripts/compare_sims.py "$OUT/$a-eval-$SPLIT" "$OUT/$b-eval-$SPLIT" --out "$OUT/compare-$a-$b-$SPLIT"
+    fi
+  done
 fi
