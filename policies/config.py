@@ -150,6 +150,8 @@ POLICY_TRAINER = TrainerConfig(steps=3000, batch_size=64, lr=3e-4, warmup=100, e
                                log_every=50)
 """The trainer settings policies are trained with by default (train-policy, the zoo)."""
 
-METHODS = ("bc", "afil", "habc", "both")
+METHODS = ("bc", "afil", "habc", "both", "autoguide")
 """Ways to learn from a policy's own rollouts (policies/improve.py); `bc` is the control the others are
-measured against."""
+measured against, and `autoguide` afil's control (its guiding head learns the successes instead)."""
+GUIDED = ("afil", "both", "autoguide")
+"""The methods whose sampler is guided by a second head (PolicyConfig.failure_head)."""

@@ -1,5 +1,5 @@
 """Training a policy on demonstrations and its own rollouts (#30): filtered BC, failure guidance
-(AFIL), hierarchical advantage weighting (HABC), or both.
+(AFIL), hierarchical advantage weighting (HABC), both, or AFIL's autoguidance control.
 
     rollouts = load_episodes("data/round1.hdf5")   # `wmsuite collect --policy P [--intervene expert@1]`
     train_improved(trainer, demos, rollouts, cfg, POLICY_TRAINER, method="habc", init=bc_policy)
@@ -20,6 +20,9 @@ failure). What each method trains:
   verifier's, verifier.py) by BCE of each window's chunk against its credited outcome. Until `critic_warmup` steps the weights
   are bc's, so that the gate does not act on critics that know nothing yet.
 - `both`: habc's weights and afil's failure head.
+- `autoguide` (afil's control): afil with its second head trained on the windows the policy head
+  learns from (bc's) instead of the failed ones, so that sampling is guided by a fresh, weaker head of
+  the same data (autoguidance). A gain of afil over it comes from the failures, not from guidance.
 
 `init` (a trained BC policy) gives every weight it has; the failure head and critics start fresh.
 """
@@ -36,7 +39,7 @@ from torch.utils.data import Dataset
 
 from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.policies import ChunkPolicy
-from wmsuite.policies.config import METHODS, PolicyConfig
+from wmsuite.policies.config import GUIDED, METHODS, PolicyConfig
 from wmsuite.policies.train import build_policy, fit_windows
 from wmsuite.policies.weighting import (
     AUTONOMOUS,
@@ -120,18 +123,19 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     total = total + bc
     logs.update({"loss/policy": float(bc.detach()), "weight/mean": float(w.mean()), "failed_share": float(failed.float().mean())})
     total = policy.add_aux_state(total, cond, obs["environment_state"], logs)
-    if method in ("afil", "both") and failed.any():
-        fail, _ = policy.fail_head.loss(cond, actions, mask, failed.float(), generator)
+    guide_on = (~failed if method == "autoguide" else failed).float()  # (B,) what the second head learns
+    if method in GUIDED and guide_on.any():
+        fail, _ = policy.fail_head.loss(cond, actions, mask, guide_on, generator)
         total, logs["loss/failure_head"] = total + fail, float(fail.detach())
     logs["loss"] = float(total.detach())
     return total, logs
 
 
 def improved_config(cfg: PolicyConfig, method: str) -> PolicyConfig:
-    """`cfg` with the heads `method` needs (a failure head for afil/both, critics for habc/both)."""
+    """`cfg` with the heads `method` needs (a guiding head for afil/both/autoguide, critics for habc/both)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return replace(cfg, failure_head=method in ("afil", "both"), critics=method in ("habc", "both"))
+    return replace(cfg, failure_head=method in GUIDED, critics=method in ("habc", "both"))
 
 
 def train_improved(trainer: Trainer, demos: Sequence[Episode], rollouts: Sequence[Episode], cfg: PolicyConfig,

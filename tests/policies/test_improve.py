@@ -42,7 +42,7 @@ def test_windows_carry_source_credited_outcome_and_next_state():
     assert int(items[1, 5]["steps"]) == 1 and not bool(items[1, 1]["success_end"])
 
 
-@pytest.mark.parametrize("method", ["bc", "afil", "habc", "both"])
+@pytest.mark.parametrize("method", ["bc", "afil", "habc", "both", "autoguide"])
 def test_each_method_trains_its_heads_and_only_those(method):
     from wmsuite.policies.improve import improved_config
 
@@ -55,11 +55,36 @@ def test_each_method_trains_its_heads_and_only_those(method):
     loss, logs = improvement_loss(policy, batch, method, time_scale=6, weighted=True)
     loss.backward()
     assert torch.isfinite(loss)
-    assert (policy.fail_head is not None) == (method in ("afil", "both")) == ("loss/failure_head" in logs)
+    assert (policy.fail_head is not None) == (method in ("afil", "both", "autoguide")) == ("loss/failure_head" in logs)
     assert (policy.critics is not None) == (method in ("habc", "both")) == ("critic/viability" in logs)
     assert logs["failed_share"] == pytest.approx(6 / 18)
     if policy.critics is not None:  # the critics learn on detached features: the encoder gets the action loss only
         assert all(p.grad is not None for p in policy.critics.parameters())
+
+
+@pytest.mark.parametrize("outcome", [True, False])
+def test_the_guiding_head_learns_failures_under_afil_and_successes_under_autoguide(outcome):
+    """A batch of only successful (or only failed) autonomous windows: afil's second head learns from
+    the failed ones alone, its control's from the successful ones alone, with the loss the head gives
+    those windows at weight 1."""
+    from wmsuite.policies.improve import improved_config
+
+    rollouts = [episode(0.5, success=outcome, intervention=np.zeros(6), seed=s) for s in range(2)]
+    data = LabelledWindows([], rollouts, 2, 2, ())
+    batch = torch.utils.data.default_collate([data[i] for i in range(len(data))])
+    for method, learns in (("afil", not outcome), ("autoguide", outcome)):
+        torch.manual_seed(0)
+        policy = build_policy(rollouts, improved_config(CFG, method))
+        _, logs = improvement_loss(policy, batch, method, time_scale=6, weighted=False,
+                                   generator=torch.Generator().manual_seed(1))
+        assert ("loss/failure_head" in logs) == learns
+        if learns:  # the same draws: the head's own loss on every window
+            cond = policy.encode(policy.batch_obs(batch), channels_first=True, augment=True)
+            actions = policy.normalizer.action_to_unit(batch["actions"]).clamp(-1.0, 1.0)
+            gen = torch.Generator().manual_seed(1)
+            policy.head.loss(cond, actions, ~batch["action_is_pad"], torch.ones(len(actions)), gen)  # bc's draws first
+            alone, _ = policy.fail_head.loss(cond, actions, ~batch["action_is_pad"], torch.ones(len(actions)), gen)
+            assert logs["loss/failure_head"] == pytest.approx(float(alone.detach()), rel=1e-5)
 
 
 def test_the_failure_head_steers_samples_away_from_what_failed(tmp_path):

@@ -42,7 +42,8 @@ class ImproveConfig:
     init: str = ""
     """The round-0 policy: a trained policy's checkpoint, run directory or assets: spec (required)."""
     method: str = "habc"
-    """How each update learns from the rollouts: bc (the control), afil, habc or both."""
+    """How each update learns from the rollouts: bc (the control), afil, habc, both, or autoguide (afil's
+    control: its guiding head learns the successes, not the failures)."""
     rounds: int = 3
     """Improvement rounds."""
     episodes: int = 200

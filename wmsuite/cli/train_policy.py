@@ -13,7 +13,7 @@ the seed and the configs; --resume goes on only with the same ones (the step bud
 may grow), and a killed run resumed this way ends with the weights an uninterrupted one has.
 
 With `--rollouts` (the policy's own episodes, `wmsuite collect --policy P [--intervene expert@1]`)
-and `--method bc|afil|habc|both` the policy learns from its successes and failures too
+and `--method bc|afil|habc|both|autoguide` the policy learns from its successes and failures too
 (wmsuite/policies/improve.py); `--init` starts from a trained policy's weights and statistics.
 """
 
@@ -66,7 +66,8 @@ class TrainPolicyConfig:
     method: str = "bc"
     """With --rollouts: 'bc' (demonstrations, interventions and successes, weight 1: the control),
     'afil' (plus a failure head that sampling steers away from), 'habc' (advantage-weighted by two
-    critics and a gate) or 'both' (wmsuite/policies/improve.py)."""
+    critics and a gate), 'both', or 'autoguide' (afil's control: the second head learns the successes)
+    (wmsuite/policies/improve.py)."""
     init: str = ""
     """A trained policy (checkpoint, run directory or assets: spec) to start from: its weights,
     statistics and --policy settings; heads the method adds start fresh."""
