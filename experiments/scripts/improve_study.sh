@@ -3,7 +3,8 @@
 # gets the same rounds of rollouts (same seeds, the expert intervening), the same update steps, and
 # the same real-simulator evaluation scenes. Recipes are fixed here before any run (guidance scale 1,
 # critic warm-up 200 steps, threshold 0.5, 8 expert steps); nothing is tuned on the figures.
-# Stages (STAGE=...; default all): data, bc, bcval, rounds (METHODS, default "bc afil habc both"), summary.
+# Stages (STAGE=...; default all): data, bc, bcval, rounds (METHODS, default "bc afil habc both";
+#   "autoguide" is afil's control), summary.
 #   ENV (default wmsuite/PushCube-v0), SIM (real | wm; WM the world model with SIM=wm), ROUNDS (2),
 #   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000),
 #   INTERVENE (the intervening policy, expert@1; "none": the policy's own rollouts only, so that its
