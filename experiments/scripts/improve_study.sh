@@ -9,7 +9,7 @@
 #   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000),
 #   INTERVENE (the intervening policy, expert@1; "none": the policy's own rollouts only, so that its
 #   failures, not the expert's corrections, make up the data; runs are then named METHOD-SIM-solo),
-#   BC_STEPS (the BC start's training steps, 2000), BC_CKPT (the start: latest, or step_N of the BC run),
+#   BC_STEPS (the BC start's training steps, 2000), BC_SEED (its seed, 0), BC_CKPT (the start: latest, or step_N of the BC run),
 #   NUM_ENVS (sub-environments of the rounds' rollouts and evaluations, 2; the learned simulator
 #   batches its sub-envs, so SIM=wm runs far faster with 8 or more).
 # Stage bcval: the BC run's checkpoints on validation seeds (100 episodes from 950000, apart from the
@@ -33,9 +33,9 @@ if stage data; then  # a small, noisy demonstration set: BC alone leaves room to
 fi
 if stage bc; then
   wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
-      --policy.horizon 8 --policy.n-action-steps 4 --train.steps "${BC_STEPS:-2000}" --threads 1 --seed 0 || \
+      --policy.horizon 8 --policy.n-action-steps 4 --train.steps "${BC_STEPS:-2000}" --threads 1 --seed "${BC_SEED:-0}" || \
   wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
-      --policy.horizon 8 --policy.n-action-steps 4 --train.steps "${BC_STEPS:-2000}" --threads 1 --seed 0 --resume
+      --policy.horizon 8 --policy.n-action-steps 4 --train.steps "${BC_STEPS:-2000}" --threads 1 --seed "${BC_SEED:-0}" --resume
 fi
 if stage bcval; then
   for ck in "$OUT"/bc/step_*; do
