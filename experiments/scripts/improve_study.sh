@@ -9,7 +9,8 @@
 #   EPISODES (rollouts per round, 200), EVAL (evaluation episodes, 200), STEPS (update steps, 1000),
 #   INTERVENE (the intervening policy, expert@1; "none": the policy's own rollouts only, so that its
 #   failures, not the expert's corrections, make up the data; runs are then named METHOD-SIM-solo),
-#   BC_STEPS (the BC start's training steps, 2000), BC_SEED (its seed, 0), BC_CKPT (the start: latest, or step_N of the BC run),
+#   BC_STEPS (the BC start's training steps, 2000), BC_SEED (its seed, 0), BC_CKPT (the start: latest,
+#   or step_N of the BC run),
 #   NUM_ENVS (sub-environments of the rounds' rollouts and evaluations, 2; the learned simulator
 #   batches its sub-envs, so SIM=wm runs far faster with 8 or more).
 # Stage bcval: the BC run's checkpoints on validation seeds (100 episodes from 950000, apart from the
