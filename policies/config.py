@@ -155,3 +155,5 @@ METHODS = ("bc", "afil", "habc", "both", "autoguide")
 measured against, and `autoguide` afil's control (its guiding head learns the successes instead)."""
 GUIDED = ("afil", "both", "autoguide")
 """The methods whose sampler is guided by a second head (PolicyConfig.failure_head)."""
+WEIGHTED = ("habc", "both")
+"""The methods that weigh transitions with HABC's critics (PolicyConfig.critics)."""

@@ -39,7 +39,7 @@ from torch.utils.data import Dataset
 
 from wmsuite.data.windows import WindowConfig, WindowDataset
 from wmsuite.policies import ChunkPolicy
-from wmsuite.policies.config import GUIDED, METHODS, PolicyConfig
+from wmsuite.policies.config import GUIDED, METHODS, WEIGHTED, PolicyConfig
 from wmsuite.policies.train import build_policy, fit_windows
 from wmsuite.policies.weighting import (
     AUTONOMOUS,
@@ -96,7 +96,7 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     w = (~failed).float()
     logs: dict[str, float] = {}
     total = torch.zeros((), device=dev)
-    if method in ("habc", "both"):
+    if method in WEIGHTED:
         feats = policy.features(cond)  # (B, F): what the critics read
         v_logit, v_e = policy.critics(feats.detach())
         with torch.no_grad():
@@ -123,9 +123,9 @@ def improvement_loss(policy: ChunkPolicy, batch: dict[str, Any], method: str, ti
     total = total + bc
     logs.update({"loss/policy": float(bc.detach()), "weight/mean": float(w.mean()), "failed_share": float(failed.float().mean())})
     total = policy.add_aux_state(total, cond, obs["environment_state"], logs)
-    guide_on = (~failed if method == "autoguide" else failed).float()  # (B,) what the second head learns
+    guide_on = ~failed if method == "autoguide" else failed  # (B,) what the second head learns
     if method in GUIDED and guide_on.any():
-        fail, _ = policy.fail_head.loss(cond, actions, mask, guide_on, generator)
+        fail, _ = policy.fail_head.loss(cond, actions, mask, guide_on.float(), generator)
         total, logs["loss/failure_head"] = total + fail, float(fail.detach())
     logs["loss"] = float(total.detach())
     return total, logs
@@ -135,7 +135,7 @@ def improved_config(cfg: PolicyConfig, method: str) -> PolicyConfig:
     """`cfg` with the heads `method` needs (a guiding head for afil/both/autoguide, critics for habc/both)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return replace(cfg, failure_head=method in GUIDED, critics=method in ("habc", "both"))
+    return replace(cfg, failure_head=method in GUIDED, critics=method in WEIGHTED)
 
 
 def train_improved(trainer: Trainer, demos: Sequence[Episode], rollouts: Sequence[Episode], cfg: PolicyConfig,
