@@ -13,6 +13,8 @@
 #   or step_N of the BC run),
 #   NUM_ENVS (sub-environments of the rounds' rollouts and evaluations, 2; the learned simulator
 #   batches its sub-envs, so SIM=wm runs far faster with 8 or more).
+#   CAMERAS (what the real simulator renders: unset, the env's own; "none", nothing: the policies read
+#   states only, and robosuite steps several times faster without rendering).
 # Stage bcval: the BC run's checkpoints on validation seeds (100 episodes from 950000, apart from the
 #   evaluation's), to choose BC_STEPS / BC_CKPT without touching the reported seeds.
 # Evaluation seeds start at 900000 (apart from the demonstrations', the rollouts' and every zoo's).
@@ -27,10 +29,13 @@ STAGE=${STAGE:-all}
 INTERVENE=${INTERVENE:-expert@1}
 SUFFIX=$([[ $INTERVENE == none ]] && echo "-solo" || true)
 stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
+CAM=()
+[[ ${CAMERAS:-} == none ]] && CAM=(--cameras)
+[[ -n ${CAMERAS:-} && ${CAMERAS:-} != none ]] && CAM=(--cameras $CAMERAS)
 DEMOS=data/${TASK}_demos.hdf5
 mkdir -p data "$OUT"
 if stage data; then  # a small, noisy demonstration set: BC alone leaves room to improve
-  wmsuite collect --env "$ENV" --policy expert --skill 0.7 --episodes 100 --seed 810000 --out "$DEMOS" --append
+  wmsuite collect --env "$ENV" --policy expert --skill 0.7 --episodes 100 --seed 810000 --out "$DEMOS" --append "${CAM[@]}"
 fi
 if stage bc; then
   wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
@@ -41,14 +46,14 @@ fi
 if stage bcval; then
   for ck in "$OUT"/bc/step_*; do
     wmsuite eval-policy --env "$ENV" --policy "$ck" --episodes 100 --seed 950000 --num-envs 2 --videos 0 --threads 1 \
-        --out "$OUT/bcval/$(basename "$ck")" | tail -1
+        "${CAM[@]}" --out "$OUT/bcval/$(basename "$ck")" | tail -1
   done
 fi
 if stage rounds; then
   for m in ${METHODS:-bc afil habc both}; do
     args=(--env "$ENV" --data "$DEMOS" --init "$OUT/bc/${BC_CKPT:-latest}" --method "$m" --rounds "${ROUNDS:-2}"
           --episodes "${EPISODES:-200}" --eval-episodes "${EVAL:-200}" --eval-seed 900000 --sim "$SIM"
-          --train.steps "${STEPS:-1000}" --num-envs "${NUM_ENVS:-2}" --out "$OUT/$m-$SIM$SUFFIX")
+          --train.steps "${STEPS:-1000}" --num-envs "${NUM_ENVS:-2}" --out "$OUT/$m-$SIM$SUFFIX" "${CAM[@]}")
     [[ $INTERVENE == none ]] || args+=(--intervene "$INTERVENE")
     [[ $SIM == wm ]] && args+=(--wm "$WM")
     wmsuite improve "${args[@]}"

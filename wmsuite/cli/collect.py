@@ -26,7 +26,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from wmsuite.cli.common import SimBackendFlags, check_env_id, resolve_policy, seed_everything
+from wmsuite.cli.common import (
+    SimBackendFlags,
+    check_env_id,
+    check_policy_cameras,
+    env_kwargs_for,
+    resolve_policy,
+    seed_everything,
+)
 from wmsuite.data import count_episodes
 from wmsuite.data.stream import EpisodeStream, held_runs
 from wmsuite.rollout import Intervention, RolloutConfig, make_vector_env, rollout
@@ -53,6 +60,9 @@ class CollectConfig(SimBackendFlags):
     """Episode i uses seed `seed + i` (after the episodes already in --out when appending)."""
     image_size: int = 64
     """Camera image size in pixels."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras the env renders and the episodes store: unset, the env's own; empty (`--cameras` alone)
+    for state-only episodes, all a state policy trains on, far faster to record in robosuite."""
     append: bool = False
     """Add episodes to an existing --out instead of refusing to touch it (rerunning a finished
     --append command adds nothing: it finds its episodes; pass another --seed to add more)."""
@@ -113,6 +123,8 @@ def run(cfg: CollectConfig) -> int:
                 "seed": cfg.seed, "episodes": cfg.episodes, "image_size": cfg.image_size, "append": cfg.append}
     if cfg.after_success:  # only then, so collections recorded before the flag keep their ids
         identity["after_success"] = cfg.after_success
+    if cfg.cameras is not None:  # likewise
+        identity["cameras"] = list(cfg.cameras)
     if cfg.intervene:
         check_trust(cfg.intervene, trusted=True)
         identity["intervene"] = {"expert": cfg.intervene, "files": spec_fingerprint(cfg.intervene),
@@ -135,19 +147,21 @@ def run(cfg: CollectConfig) -> int:
     seed_everything(cfg.seed)
     policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device,
                             trust_code=cfg.trust_code)
+    check_policy_cameras(policy, cfg.cameras)
     guard = None
     if cfg.intervene:  # the expert plans chunks as long as the policy's
         expert = resolve_policy(cfg.intervene, env_id=cfg.env, seed=cfg.seed, device=cfg.device,
                                 horizon=int(getattr(policy, "n_action_steps", 1) or 1), trust_code=cfg.trust_code)
         guard = Intervention(expert, cfg.intervene_threshold, cfg.intervene_steps)
-    env_args = {"env_name": cfg.env, "type": "wmsuite", "env_kwargs": {"image_size": cfg.image_size}}
+    env_kwargs = env_kwargs_for(cfg.image_size, cfg.cameras)
+    env_args = {"env_name": cfg.env, "type": "wmsuite", "env_kwargs": env_kwargs}
     rcfg = RolloutConfig(episodes=cfg.episodes, seed=cfg.seed + start, policy_id=policy_id, env_id=cfg.env,
                          episode_rng=True)
     stream = EpisodeStream(out, env_args, run_id=run_id)
     done = stream.done_indices() | stream.merged_indices()
     began, successes, steps, intervened = time.perf_counter(), 0, 0, 0
     if len(done) < cfg.episodes:
-        env = make_vector_env(cfg.env, cfg.num_envs, env_kwargs={"image_size": cfg.image_size},
+        env = make_vector_env(cfg.env, cfg.num_envs, env_kwargs=env_kwargs,
                               backend=cfg.sim_backend(), after_success=cfg.after_success)
         try:
             for ep in rollout(policy, env, rcfg, skip=done, intervene=guard):

@@ -117,6 +117,28 @@ def recorded_env_id(data: str, episodes: list) -> str:
                      f"episodes' env ids {ids}); pass --env, one of {', '.join(wmsuite_ids())}")
 
 
+def env_kwargs_for(image_size: int, cameras: tuple[str, ...] | None) -> dict[str, Any]:
+    """The real simulator's kwargs of --image-size and --cameras: None, the env's own cameras; () a
+    state-only env that renders nothing, all a policy of states needs, and much faster where rendering
+    dominates a step (robosuite)."""
+    kwargs: dict[str, Any] = {"image_size": image_size}
+    if cameras is not None:
+        kwargs["cameras"] = tuple(cameras)
+    return kwargs
+
+
+def check_policy_cameras(policy: Any, cameras: tuple[str, ...] | None) -> None:
+    """One clear error, before any episode, where --cameras leaves out a camera the policy (or a policy
+    it wraps) reads; a policy that does not say which cameras it reads is not checked."""
+    while cameras is not None and policy is not None:
+        wanted = getattr(getattr(policy, "cfg", None), "cameras", None) or ()
+        missing = [c for c in wanted if c not in cameras]
+        if missing:
+            raise ValueError(f"the policy reads camera(s) {', '.join(missing)}, which --cameras "
+                             f"({', '.join(cameras) or 'none'}) leaves out; add them, or leave --cameras unset")
+        policy = getattr(policy, "inner", None)
+
+
 def check_precision(precision: str) -> None:
     """A --precision flag: '' (the world model's own), 'float32' or 'bfloat16'."""
     if precision not in ("", "float32", "bfloat16"):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from wmsuite.cli.common import resolve_policy, seed_everything
+from wmsuite.cli.common import check_policy_cameras, env_kwargs_for, resolve_policy, seed_everything
 from wmsuite.logging import write_metrics
 from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 from wmsuite.runs import dumps_strict
@@ -49,6 +49,10 @@ class EvalPolicyConfig:
     """Parallel environments (worker processes when > 1)."""
     image_size: int = 64
     """Camera image size in pixels (must match what a learned policy was trained on)."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras the env renders: unset, its own; names; empty (`--cameras` alone) for a state-only env that
+    renders nothing (a state policy needs no frames; robosuite steps far faster without). A policy that
+    reads pixels needs its cameras here."""
     n_action_steps: int | None = None
     """Actions executed per predicted chunk (default: the policy's own setting)."""
     videos: int = 4
@@ -79,6 +83,8 @@ class EvalPolicyConfig:
             raise ValueError(f"n_action_steps must be >= 1 or None, got {self.n_action_steps}")
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.videos and self.cameras == ():
+            raise ValueError("--videos needs a camera and --cameras is empty (state only); pass --videos 0 or name a camera")
 
 
 CONFIG = EvalPolicyConfig
@@ -89,13 +95,14 @@ def run(cfg: EvalPolicyConfig) -> int:
     seed_everything(cfg.seed)
     policy = resolve_policy(cfg.policy, env_id=cfg.env, skill=cfg.skill, seed=cfg.seed, device=cfg.device,
                             trust_code=cfg.trust_code)
+    check_policy_cameras(policy, cfg.cameras)
     policy_id = cfg.policy if cfg.policy != "expert" else f"expert@{cfg.skill:g}"
     if cfg.instruction:
         from wmsuite.policies.wrappers import Instructed
 
         policy = Instructed(policy, cfg.instruction)
     metrics = evaluate(policy, cfg.env, cfg.episodes, cfg.seed, Path(cfg.out), num_envs=cfg.num_envs,
-                       image_size=cfg.image_size, n_action_steps=cfg.n_action_steps, videos=cfg.videos,
+                       image_size=cfg.image_size, cameras=cfg.cameras, n_action_steps=cfg.n_action_steps, videos=cfg.videos,
                        fps=cfg.fps, policy_id=policy_id)
     if cfg.instruction:
         metrics["instruction"] = cfg.instruction
@@ -108,11 +115,12 @@ def run(cfg: EvalPolicyConfig) -> int:
 
 def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | None, num_envs: int = 2,
              image_size: int = 64, n_action_steps: int | None = None, videos: int = 0, fps: int = 10,
-             policy_id: str = "", progress: bool = True) -> dict[str, Any]:
+             policy_id: str = "", progress: bool = True, cameras: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Run `episodes` episodes (seeds seed .. seed+episodes-1) and return the metrics; with `out`,
-    also write episodes.jsonl, videos and metrics.json there."""
+    also write episodes.jsonl, videos and metrics.json there. `cameras`: what the env renders (None:
+    its own; () none)."""
     start = time.perf_counter()
-    env = make_vector_env(env_id, num_envs, env_kwargs={"image_size": image_size})
+    env = make_vector_env(env_id, num_envs, env_kwargs=env_kwargs_for(image_size, cameras))
     rcfg = RolloutConfig(episodes=episodes, seed=seed, n_action_steps=n_action_steps, record_frames=videos > 0,
                          progress=progress, policy_id=policy_id, env_id=env_id)
     rows = []

@@ -66,6 +66,9 @@ class ImproveConfig:
     """Seed of training and of the rollouts' seeds."""
     num_envs: int = 8
     """Sub-environments for rollouts and evaluation."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras the real simulator renders: unset, the env's own; empty (`--cameras` alone) for a state-only
+    env, all a state policy needs and far faster in robosuite (its rollouts then hold no frames)."""
     critic_warmup: int = 200
     """HABC: steps of bc weights before the critics' weights act, in each update."""
     device: str = "cpu"
@@ -92,7 +95,7 @@ CONFIG = ImproveConfig
 
 def run(cfg: ImproveConfig) -> int:
     import wmsuite.envs  # noqa: F401  (registers the ids)
-    from wmsuite.cli.common import check_env_id, seed_everything
+    from wmsuite.cli.common import check_env_id, check_policy_cameras, seed_everything
     from wmsuite.data import load_episodes, write_episodes
     from wmsuite.policies import load_policy
 
@@ -104,11 +107,14 @@ def run(cfg: ImproveConfig) -> int:
     # the rounds are this command's and no other's: a rerun goes on only with the same settings
     # (more rounds may be added later: the finished ones stay)
     identity = {k: v for k, v in to_dict(cfg).items() if k not in ("rounds", "device", "out", "force_new")}
+    if cfg.cameras is None:  # runs made before the flag keep their ids
+        identity.pop("cameras")
     identity.update(data=file_digest(cfg.data), init=spec_fingerprint(cfg.init),
                     wm=spec_fingerprint(cfg.wm) if cfg.sim == "wm" else "")
     open_run(out, "improve", identity, force_new=cfg.force_new)
     demos = [ep for ep in load_episodes(cfg.data) if ep.success]
     policy = load_policy(cfg.init, device=cfg.device)
+    check_policy_cameras(policy, cfg.cameras)
     make_env = _envs(cfg)
     metrics = _load(out)
     rollouts = []
@@ -150,7 +156,8 @@ def _envs(cfg: ImproveConfig):
     from wmsuite.rollout import make_vector_env
 
     if cfg.sim == "real":
-        return lambda: make_vector_env(cfg.env, cfg.num_envs)
+        kwargs = {} if cfg.cameras is None else {"cameras": tuple(cfg.cameras)}
+        return lambda: make_vector_env(cfg.env, cfg.num_envs, env_kwargs=kwargs)
     ecfg = EvalConfig(env=cfg.env, wm=cfg.wm, num_envs=cfg.num_envs, seed=cfg.seed, device=cfg.device)
     model = load_model(ecfg)
     factory = make_env_factory(ecfg, model)  # the learned simulator as `wmsuite eval` builds it
@@ -214,6 +221,7 @@ def _evaluate(cfg: ImproveConfig, policy) -> dict:
     from wmsuite.cli.eval_policy import evaluate
 
     seed_everything(cfg.eval_seed)
-    m = evaluate(policy, cfg.env, cfg.eval_episodes, cfg.eval_seed, out=None, num_envs=cfg.num_envs)
+    m = evaluate(policy, cfg.env, cfg.eval_episodes, cfg.eval_seed, out=None, num_envs=cfg.num_envs,
+                 cameras=cfg.cameras)
     return {"real_success": m["success_rate"], "real_ci": [m["ci_low"], m["ci_high"]],
             "real_mean_length": m["mean_length"]}
