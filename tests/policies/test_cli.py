@@ -54,6 +54,10 @@ def test_train_resume_eval_bench(tmp_path, capsys):
     assert metrics["mean_length"] == sum(r["length"] for r in rows) / 2
     assert metrics["ci_low"] <= metrics["success_rate"] <= metrics["ci_high"]
     assert (out / "videos" / "episode_0000.mp4").stat().st_size > 0
+    # a state-only env (--cameras empty) cannot feed a policy of pixels: one error before any episode
+    assert main(["eval-policy", "--env", "wmsuite/PushCube-v0", "--policy", str(run), "--episodes", "2",
+                 "--videos", "0", "--cameras", "--out", str(tmp_path / "none")]) == 2
+    assert "leaves out" in capsys.readouterr().err and not (tmp_path / "none" / "episodes.jsonl").exists()
 
     bench = tmp_path / "bench"
     assert main(["bench", "policies", "--policies", str(run), "flow", "--steps", "1", "3", "--batch-sizes", "1",
@@ -70,6 +74,25 @@ def test_expert_eval_matches_its_episodes(tmp_path):
                  "--episodes", "3", "--seed", "7", "--num-envs", "1", "--videos", "0", "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert sorted(r["seed"] for r in rows) == [7, 8, 9]
+
+
+def test_state_only_env_gives_the_same_episodes(tmp_path):
+    """--cameras empty renders nothing; the simulation is the same: a state policy (the expert, which
+    fails some episodes at skill 0.5) records the same actions, states and outcomes, without frames."""
+    from wmsuite.data import load_episodes
+
+    common = ["--env", "wmsuite/PushCube-v0", "--policy", "expert", "--skill", "0.5", "--episodes", "3",
+              "--seed", "11", "--num-envs", "1"]
+    for name, cams in (("full", []), ("state", ["--cameras"])):
+        assert main(["collect", *common, *cams, "--out", str(tmp_path / f"{name}.hdf5")]) == 0
+        assert main(["eval-policy", *common, *cams, "--videos", "0", "--out", str(tmp_path / name)]) == 0
+    full, state = load_episodes(tmp_path / "full.hdf5"), load_episodes(tmp_path / "state.hdf5")
+    assert all(ep.obs for ep in full) and not any(ep.obs for ep in state)
+    for a, b in zip(full, state, strict=True):
+        assert a.success == b.success and a.length == b.length
+        assert (a.actions == b.actions).all() and (a.env_state == b.env_state).all()
+    rows = [(tmp_path / n / "episodes.jsonl").read_text() for n in ("full", "state")]
+    assert rows[0] == rows[1] and '"success": false' in rows[0]  # the same episodes, a failure among them
 
 
 ZOO = sorted((Path(wmsuite.assets.__file__).parent / "zoo").glob("*.json"))

@@ -136,11 +136,12 @@ def test_train_policy_with_rollouts_from_a_bc_start(tmp_path):
 @pytest.mark.slow
 def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path):
     """One round from a (barely trained) BC state policy, rollouts with the expert intervening, in the
-    real simulator and in the shipped learned one; every round evaluated in the real simulator; a
-    rerun does nothing again; other settings in the same --out are refused."""
+    real simulator (state only: --cameras empty) and in the shipped learned one; every round evaluated
+    in the real simulator; a rerun does nothing again; other settings in the same --out are refused."""
     import json
 
     from wmsuite.cli import main
+    from wmsuite.data import load_episodes
 
     demos = tmp_path / "demos.hdf5"
     assert main(["collect", "--policy", "expert", "--skill", "1.0", "--episodes", "4", "--num-envs", "1",
@@ -149,16 +150,18 @@ def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path):
              "--policy.head-layers", "2", "--policy.feature-dim", "16", "--policy.cameras", "--policy.use-env-state",
              "--train.steps", "3", "--train.batch-size", "8", "--threads", "1"]
     assert main(["train-policy", "--data", str(demos), "--out", str(tmp_path / "bc"), *small]) == 0
-    for sim in ("real", "wm"):
+    for sim, cams in (("real", ["--cameras"]), ("wm", [])):
         out = tmp_path / f"improve-{sim}"
         args = ["improve", "--data", str(demos), "--init", str(tmp_path / "bc"), "--method", "both", "--rounds", "1",
                 "--episodes", "3", "--eval-episodes", "3", "--num-envs", "1", "--sim", sim, "--intervene", "expert@1",
-                "--train.steps", "3", "--train.batch-size", "8", "--critic-warmup", "1", "--out", str(out)]
+                "--train.steps", "3", "--train.batch-size", "8", "--critic-warmup", "1", *cams, "--out", str(out)]
         assert main(args) == 0
         rounds = json.loads((out / "metrics.json").read_text())["rounds"]
         assert set(rounds) == {"0", "1"} and rounds["1"]["rollouts"] == 3
         assert 0.0 <= rounds["1"]["expert_share"] <= 1.0 and len(rounds["0"]["real_ci"]) == 2
         assert (out / "round_1" / "policy" / "latest" / "model.safetensors").is_file()
+        if cams:  # the state-only simulator rendered nothing
+            assert not any(ep.obs for ep in load_episodes(out / "round_1" / "rollouts.hdf5"))
         stamp = (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns
         assert main(args) == 0 and (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns == stamp
     assert main([*args[:-2], "--method", "afil", "--out", str(out)]) == 2  # another method in the same --out
