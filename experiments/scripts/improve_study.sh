@@ -13,6 +13,8 @@
 #   or step_N of the BC run),
 #   NUM_ENVS (sub-environments of the rounds' rollouts and evaluations, 2; the learned simulator
 #   batches its sub-envs, so SIM=wm runs far faster with 8 or more).
+#   DEMOS_N (demonstration episodes, 100; a smaller set where BC from 100 leaves no room to improve),
+#   BCVAL_STEPS (the BC checkpoints stage bcval scores, e.g. "2000 4000 6000 8000"; default every one),
 #   CAMERAS (what the real simulator renders: unset, the env's own; "none", nothing: the policies read
 #   states only, and robosuite steps several times faster without rendering).
 # Stage bcval: the BC run's checkpoints on validation seeds (100 episodes from 950000, apart from the
@@ -32,10 +34,11 @@ stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
 CAM=()
 [[ ${CAMERAS:-} == none ]] && CAM=(--cameras)
 [[ -n ${CAMERAS:-} && ${CAMERAS:-} != none ]] && CAM=(--cameras $CAMERAS)
-DEMOS=data/${TASK}_demos.hdf5
+DEMOS_N=${DEMOS_N:-100}
+DEMOS=data/${TASK}_demos$([[ $DEMOS_N == 100 ]] || echo "$DEMOS_N").hdf5
 mkdir -p data "$OUT"
 if stage data; then  # a small, noisy demonstration set: BC alone leaves room to improve
-  wmsuite collect --env "$ENV" --policy expert --skill 0.7 --episodes 100 --seed 810000 --out "$DEMOS" --append "${CAM[@]}"
+  wmsuite collect --env "$ENV" --policy expert --skill 0.7 --episodes "$DEMOS_N" --seed 810000 --out "$DEMOS" --append "${CAM[@]}"
 fi
 if stage bc; then
   wmsuite train-policy --data "$DEMOS" --out "$OUT/bc" --policy.kind flow --policy.cameras --policy.use-env-state \
@@ -44,7 +47,9 @@ if stage bc; then
       --policy.horizon 8 --policy.n-action-steps 4 --train.steps "${BC_STEPS:-2000}" --threads 1 --seed "${BC_SEED:-0}" --resume
 fi
 if stage bcval; then
-  for ck in "$OUT"/bc/step_*; do
+  cks=("$OUT"/bc/step_*)
+  [[ -n ${BCVAL_STEPS:-} ]] && cks=($(for n in $BCVAL_STEPS; do echo "$OUT/bc/step_$n"; done))
+  for ck in "${cks[@]}"; do
     wmsuite eval-policy --env "$ENV" --policy "$ck" --episodes 100 --seed 950000 --num-envs 2 --videos 0 --threads 1 \
         "${CAM[@]}" --out "$OUT/bcval/$(basename "$ck")" | tail -1
   done
