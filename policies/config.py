@@ -76,6 +76,10 @@ class PolicyConfig:
     """VLA: attention heads (vla_dim / vla_heads even)."""
     vla_patch: int = 8
     """VLA: side of the square image patches in pixels (image_size a multiple of it)."""
+    vla_stem: Literal["patch", "conv"] = "patch"
+    """VLA: how a frame becomes tokens. 'patch': one linear map per vla_patch-pixel patch (ViT's).
+    'conv': the MLP backbone's stride-2 conv stack (`channels`), each cell of its (S / 2^len(channels))^2
+    map a token: non-linear features that can say where a small object sits inside the cell."""
     instruction_bytes: int = 48
     """VLA: UTF-8 bytes of the instruction read (longer ones are cut, shorter ones padded)."""
 
@@ -127,8 +131,13 @@ class PolicyConfig:
         if self.backbone not in ("mlp", "vla"):
             raise ValueError(f"backbone must be 'mlp' or 'vla', got {self.backbone!r}")
         if self.backbone == "vla":
-            if self.image_size % self.vla_patch or self.vla_patch < 1:
+            if self.vla_stem not in ("patch", "conv"):
+                raise ValueError(f"vla_stem must be 'patch' or 'conv', got {self.vla_stem!r}")
+            if self.vla_stem == "patch" and (self.vla_patch < 1 or self.image_size % self.vla_patch):
                 raise ValueError(f"image_size ({self.image_size}) must be a multiple of vla_patch ({self.vla_patch})")
+            if self.vla_stem == "conv" and self.image_size % 2 ** len(self.channels):
+                raise ValueError(f"image_size ({self.image_size}) must be a multiple of 2^{len(self.channels)} for "
+                                 f"the conv stem's {len(self.channels)} stride-2 layers (--policy.channels)")
             if self.vla_dim % self.vla_heads or (self.vla_dim // self.vla_heads) % 2:
                 raise ValueError(f"vla_dim / vla_heads must be an even integer, got {self.vla_dim} / {self.vla_heads}")
             if self.vla_layers < 1 or self.instruction_bytes < 1:

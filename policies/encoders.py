@@ -20,6 +20,17 @@ from wmsuite.nn.keypoints import keypoint_grid, spatial_softmax_xy
 from wmsuite.policies.config import PolicyConfig
 
 
+def conv_stack(channels: tuple[int, ...]) -> nn.Sequential:
+    """(B, 3, S, S) -> (B, channels[-1], S / 2^n, S / 2^n): n = len(channels) stride-2 3x3 convs, each
+    with GroupNorm and Mish."""
+    layers: list[nn.Module] = []
+    c_in = 3
+    for c in channels:
+        layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.GroupNorm(min(8, c), c), nn.Mish()]
+        c_in = c
+    return nn.Sequential(*layers)
+
+
 class ImageEncoder(nn.Module):
     """(B, 3, S, S) in [-1, 1] -> (B, F): stride-2 conv + GroupNorm + Mish layers, then the map (B, C,
     s, s) pooled by `pool` (PolicyConfig.image_pool): flattened, or K spatial-softmax keypoints
@@ -28,12 +39,8 @@ class ImageEncoder(nn.Module):
     def __init__(self, channels: tuple[int, ...], feature_dim: int, image_size: int, pool: str = "flatten",
                  keypoints: int = 32) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        c_in = 3
-        for c in channels:
-            layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.GroupNorm(min(8, c), c), nn.Mish()]
-            c_in = c
-        self.conv = nn.Sequential(*layers)
+        self.conv = conv_stack(channels)
+        c_in = channels[-1]
         side = image_size // 2 ** len(channels)
         self.pool = pool
         if pool == "keypoints":

@@ -1,6 +1,7 @@
 """A small VLA: instruction, image patches and proprioception as one prefix, action chunks as suffixes.
 
-    prefix  [instruction bytes (L) | patches of each camera (n_cam * (S/p)^2) | proprioception (1)]
+    prefix  [instruction bytes (L) | patches of each camera (n_cam * (S/p)^2; with the conv stem the
+             cells of its map) | proprioception (1)]
     suffix  the H noisy actions of a chunk, each a token (action + its position + the flow time or
             diffusion step), N of them (candidate chunks) after one prefix
 
@@ -27,7 +28,7 @@ from torch import nn
 from wmsuite.cuda_ops import SharedPrefixLayout
 from wmsuite.nn import BlockConfig, SharedPrefixBlock
 from wmsuite.policies.config import PolicyConfig
-from wmsuite.policies.encoders import time_embedding
+from wmsuite.policies.encoders import conv_stack, time_embedding
 
 TIME_DIM = 64
 
@@ -50,16 +51,22 @@ class VLAPrefix(nn.Module):
         d, p = cfg.vla_dim, cfg.vla_patch
         self.cfg = cfg
         self.words = nn.Embedding(257, d, padding_idx=0)
-        self.patches = nn.ModuleDict({cam: nn.Conv2d(3, d, p, stride=p) for cam in cfg.cameras})
+        if cfg.vla_stem == "conv":  # the conv stack's cells, mapped to the width
+            self.patches = nn.ModuleDict({cam: nn.Sequential(conv_stack(cfg.channels), nn.Conv2d(cfg.channels[-1], d, 1))
+                                          for cam in cfg.cameras})
+            side = cfg.image_size // 2 ** len(cfg.channels)
+        else:
+            self.patches = nn.ModuleDict({cam: nn.Conv2d(3, d, p, stride=p) for cam in cfg.cameras})
+            side = cfg.image_size // p
         self.state = nn.Sequential(nn.Linear(low_dim, d), nn.SiLU(), nn.Linear(d, d))
-        self.tokens = cfg.instruction_bytes + len(cfg.cameras) * (cfg.image_size // p) ** 2 + 1  # P
+        self.tokens = cfg.instruction_bytes + len(cfg.cameras) * side**2 + 1  # P
         self.position = nn.Parameter(torch.randn(self.tokens, d) * 0.02)
 
     def forward(self, images: dict[str, torch.Tensor], low_dim: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """images[cam] (B, 3, S, S) in [-1, 1], low_dim (B, L) standardised, words (B, W) byte ids -> (B, P, C)."""
         parts = [self.words(words)]  # (B, W, C)
         for cam in self.cfg.cameras:
-            parts.append(self.patches[cam](images[cam]).flatten(2).transpose(1, 2))  # (B, (S/p)^2, C)
+            parts.append(self.patches[cam](images[cam]).flatten(2).transpose(1, 2))  # (B, cells, C)
         parts.append(self.state(low_dim)[:, None])  # (B, 1, C)
         return torch.cat(parts, dim=1) + self.position
 

@@ -83,8 +83,11 @@ def test_a_tiny_vla_learns_what_only_the_instruction_says(episodes):
     assert ((chunks - wrong).abs().flatten(1).max(1).values > 0.5 * spread).all()
 
 
-def test_save_load_gives_the_same_actions_and_a_missing_instruction_is_named(episodes, tmp_path):
-    policy = tiny_policy("diffusion", episodes, **VLA).eval()
+@pytest.mark.parametrize("stem", ["patch", "conv"])
+def test_save_load_gives_the_same_actions_and_a_missing_instruction_is_named(episodes, tmp_path, stem):
+    policy = tiny_policy("diffusion", episodes, **VLA, vla_stem=stem).eval()
+    side = 16 // (8 if stem == "patch" else 2 ** len(policy.cfg.channels))  # tokens per image side
+    assert policy.encoder.tokens == VLA["instruction_bytes"] + side**2 + 1
     obs = _obs(episodes, ["push the red cube into the green goal", "x"])
     noise = torch.randn(2, 4, 2, generator=torch.Generator().manual_seed(3))
     before = policy.predict_action_chunk(obs, noise=noise)
@@ -97,6 +100,8 @@ def test_save_load_gives_the_same_actions_and_a_missing_instruction_is_named(epi
         loaded.predict_action_chunk({k: v for k, v in obs.items() if k != "task"})
     with pytest.raises(ValueError, match="multiple of vla_patch"):
         tiny_policy("flow", episodes, **{**VLA, "vla_patch": 5})
+    with pytest.raises(ValueError, match="conv stem"):
+        tiny_policy("flow", episodes, **{**VLA, "vla_stem": "conv", "image_size": 24, "channels": (8, 8, 8, 8)})
 
 
 def test_best_of_n_on_a_vla_scores_its_packed_candidates_and_keeps_the_best(episodes):
