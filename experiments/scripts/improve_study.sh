@@ -15,6 +15,7 @@
 #   batches its sub-envs, so SIM=wm runs far faster with 8 or more).
 #   DEMOS_N (demonstration episodes, 100; a smaller set where BC from 100 leaves no room to improve),
 #   BCVAL_STEPS (the BC checkpoints stage bcval scores, e.g. "2000 4000 6000 8000"; default every one),
+#   EVAL_ROUNDS (all: every round's policy evaluated; last: only the scored final round, the same figure),
 #   CAMERAS (what the real simulator renders: unset, the env's own; "none", nothing: the policies read
 #   states only, and robosuite steps several times faster without rendering).
 # Stage bcval: the BC run's checkpoints on validation seeds (100 episodes from 950000, apart from the
@@ -57,7 +58,7 @@ fi
 if stage rounds; then
   for m in ${METHODS:-bc afil habc both}; do
     args=(--env "$ENV" --data "$DEMOS" --init "$OUT/bc/${BC_CKPT:-latest}" --method "$m" --rounds "${ROUNDS:-2}"
-          --episodes "${EPISODES:-200}" --eval-episodes "${EVAL:-200}" --eval-seed 900000 --sim "$SIM"
+          --episodes "${EPISODES:-200}" --eval-episodes "${EVAL:-200}" --eval-seed 900000 --eval-rounds "${EVAL_ROUNDS:-all}" --sim "$SIM"
           --train.steps "${STEPS:-1000}" --num-envs "${NUM_ENVS:-2}" --out "$OUT/$m-$SIM$SUFFIX" "${CAM[@]}")
     [[ $INTERVENE == none ]] || args+=(--intervene "$INTERVENE")
     [[ $SIM == wm ]] && args+=(--wm "$WM")

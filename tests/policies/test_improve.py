@@ -165,6 +165,13 @@ def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path):
         stamp = (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns
         assert main(args) == 0 and (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns == stamp
     assert main([*args[:-2], "--method", "afil", "--out", str(out)]) == 2  # another method in the same --out
+    # only the last round evaluated: its figure is the one the full run scored (evaluations are seeded alike)
+    real, last = tmp_path / "improve-real", tmp_path / "improve-last"
+    args[args.index("--sim") + 1] = "real"
+    assert main([*args[:-2], "--cameras", "--eval-rounds", "last", "--out", str(last)]) == 0
+    scored, full = (json.loads((d / "metrics.json").read_text())["rounds"] for d in (last, real))
+    assert "real_success" not in scored.get("0", {}) and scored["1"]["real_success"] == full["1"]["real_success"]
+    assert scored["1"]["real_mean_length"] == full["1"]["real_mean_length"]
 
 
 def test_each_round_is_evaluated_with_the_same_noise_whatever_ran_before():

@@ -62,6 +62,9 @@ class ImproveConfig:
     """Real-simulator episodes evaluating each round's policy (0: none)."""
     eval_seed: int = 0
     """Seed of the first evaluation episode (the same for every round)."""
+    eval_rounds: Literal["all", "last"] = "all"
+    """Which rounds' policies are evaluated: all (0..R: the curve) or only the last (the figure a
+    comparison of methods scores, the same as with all: each evaluation is seeded alike)."""
     seed: int = 0
     """Seed of training and of the rollouts' seeds."""
     num_envs: int = 8
@@ -107,8 +110,9 @@ def run(cfg: ImproveConfig) -> int:
     # the rounds are this command's and no other's: a rerun goes on only with the same settings
     # (more rounds may be added later: the finished ones stay)
     identity = {k: v for k, v in to_dict(cfg).items() if k not in ("rounds", "device", "out", "force_new")}
-    if cfg.cameras is None:  # runs made before the flag keep their ids
-        identity.pop("cameras")
+    for key, default in (("cameras", None), ("eval_rounds", "all")):  # runs made before these flags keep their ids
+        if identity[key] == default:
+            identity.pop(key)
     identity.update(data=file_digest(cfg.data), init=spec_fingerprint(cfg.init),
                     wm=spec_fingerprint(cfg.wm) if cfg.sim == "wm" else "")
     open_run(out, "improve", identity, force_new=cfg.force_new)
@@ -133,7 +137,8 @@ def run(cfg: ImproveConfig) -> int:
             metrics["rounds"][r] = {**metrics["rounds"].get(r, {}), "rollouts": len(round_eps),
                                     "rollout_success": sum(e.success for e in round_eps) / len(round_eps),
                                     "expert_share": _expert_share(round_eps)}
-        if cfg.eval_episodes and "real_success" not in metrics["rounds"].get(r, {}):
+        scored = cfg.eval_rounds == "all" or r == cfg.rounds
+        if cfg.eval_episodes and scored and "real_success" not in metrics["rounds"].get(r, {}):
             metrics["rounds"].setdefault(r, {}).update(_evaluate(cfg, policy))
         row = metrics["rounds"].get(r, {})
         print(f"round {r}: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
