@@ -18,12 +18,10 @@ import json
 from pathlib import Path
 
 
-def score(spec: str, env: str, episodes: int, seed: int, scale: float | None) -> dict:
+def score(policy, env: str, episodes: int, seed: int, scale: float | None) -> dict:
     from wmsuite.cli.common import seed_everything
     from wmsuite.cli.eval_policy import evaluate
-    from wmsuite.policies import load_policy
 
-    policy = load_policy(spec)
     if scale is not None:
         policy.cfg.guidance_scale = scale
     seed_everything(seed)  # the same noise for every policy and scale (as `wmsuite improve` scores)
@@ -33,6 +31,7 @@ def score(spec: str, env: str, episodes: int, seed: int, scale: float | None) ->
 
 def main() -> None:
     import wmsuite.envs  # noqa: F401  (registers the ids)
+    from wmsuite.policies import load_policy
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--afil", required=True)
@@ -45,13 +44,14 @@ def main() -> None:
     ap.add_argument("--eval-episodes", type=int, default=200)
     ap.add_argument("--out", default="runs/guidance")
     args = ap.parse_args()
+    afil, bc = load_policy(args.afil), load_policy(args.bc)
     val = {}
     for s in args.scales:
-        val[s] = score(args.afil, args.env, args.val_episodes, args.val_seed, s)
+        val[s] = score(afil, args.env, args.val_episodes, args.val_seed, s)
         print(f"validation, scale {s:g}: {val[s]['success']:.3f} {val[s]['ci']}", flush=True)
     chosen = max(sorted(args.scales), key=lambda s: val[s]["success"])  # the first (smallest) of the best
-    report = {"afil": score(args.afil, args.env, args.eval_episodes, args.eval_seed, chosen),
-              "bc": score(args.bc, args.env, args.eval_episodes, args.eval_seed, None)}
+    report = {"afil": score(afil, args.env, args.eval_episodes, args.eval_seed, chosen),
+              "bc": score(bc, args.env, args.eval_episodes, args.eval_seed, None)}
     for name, m in report.items():
         print(f"evaluation seeds, {name}{f' (scale {chosen:g})' if name == 'afil' else ''}: "
               f"{m['success']:.3f} [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]")

@@ -117,11 +117,11 @@ def recorded_env_id(data: str, episodes: list) -> str:
                      f"episodes' env ids {ids}); pass --env, one of {', '.join(wmsuite_ids())}")
 
 
-def env_kwargs_for(image_size: int, cameras: tuple[str, ...] | None) -> dict[str, Any]:
-    """The real simulator's kwargs of --image-size and --cameras: None, the env's own cameras; () a
-    state-only env that renders nothing, all a policy of states needs, and much faster where rendering
-    dominates a step (robosuite)."""
-    kwargs: dict[str, Any] = {"image_size": image_size}
+def env_kwargs_for(image_size: int | None, cameras: tuple[str, ...] | None) -> dict[str, Any]:
+    """The real simulator's kwargs of --image-size and --cameras (None: the env's own size or cameras;
+    cameras () a state-only env that renders nothing, all a policy of states needs, and much faster
+    where rendering dominates a step (robosuite))."""
+    kwargs: dict[str, Any] = {} if image_size is None else {"image_size": image_size}
     if cameras is not None:
         kwargs["cameras"] = tuple(cameras)
     return kwargs

@@ -156,13 +156,13 @@ def _load(out: Path) -> dict:
 def _envs(cfg: ImproveConfig):
     """A maker of the VectorEnv the rollouts run in (--sim); the real one drives the policy by its own
     chunk protocol, the learned one steps the world model's chunks."""
+    from wmsuite.cli.common import env_kwargs_for
     from wmsuite.cli.eval import EvalConfig
     from wmsuite.cli.eval_setup import load_model, make_env_factory
     from wmsuite.rollout import make_vector_env
 
-    if cfg.sim == "real":
-        kwargs = {} if cfg.cameras is None else {"cameras": tuple(cfg.cameras)}
-        return lambda: make_vector_env(cfg.env, cfg.num_envs, env_kwargs=kwargs)
+    if cfg.sim == "real":  # the env's own frame size, as before --cameras
+        return lambda: make_vector_env(cfg.env, cfg.num_envs, env_kwargs=env_kwargs_for(None, cfg.cameras))
     ecfg = EvalConfig(env=cfg.env, wm=cfg.wm, num_envs=cfg.num_envs, seed=cfg.seed, device=cfg.device)
     model = load_model(ecfg)
     factory = make_env_factory(ecfg, model)  # the learned simulator as `wmsuite eval` builds it
