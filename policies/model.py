@@ -71,20 +71,25 @@ class ActionHead(nn.Module):
             self.ddpm = DDPMScheduler(num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule,
                                       clip_sample=True, prediction_type=cfg.prediction_type)
 
-    def denoise(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        """x (B, H, A), t (B,) flow time in [0, 1] or diffusion timestep, cond (B, C) -> (B, H, A)."""
+    def denoise(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor, with_features: bool = False
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """x (B, H, A), t (B,) flow time in [0, 1] or diffusion timestep, cond (B, C) -> (B, H, A);
+        with_features, also the observation's feature vector (B, F) from the same pass (what
+        `ChunkPolicy.features` computes: cond itself, or the VLA's pooled prefix outputs)."""
         scale = 1000.0 if self.mode == "flow" else 1000.0 / self.cfg.num_train_timesteps
         if self.backbone is not None:
-            return self.backbone(x, t * scale, cond)
+            return self.backbone(x, t * scale, cond, with_features=with_features)
         temb = self.time_mlp(time_embedding(t * scale, self.TIME_DIM))  # (B, 128)
-        out = self.net(torch.cat([x.flatten(1), cond, temb], dim=-1))  # (B, H*A)
-        return out.view(-1, self.horizon, self.action_dim)
+        out = self.net(torch.cat([x.flatten(1), cond, temb], dim=-1)).view(-1, self.horizon, self.action_dim)
+        return (out, cond) if with_features else out
 
     def loss(self, cond: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
-             weight: torch.Tensor | None = None, generator: torch.Generator | None = None
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+             weight: torch.Tensor | None = None, generator: torch.Generator | None = None,
+             with_features: bool = False) -> tuple[torch.Tensor, ...]:
         """cond (B, C), actions (B, H, A) in [-1, 1], mask (B, H) True where real (not padding),
-        weight (B,) per-sample weights. Returns (mean_b(w_b * loss_b), per-sample loss (B,))."""
+        weight (B,) per-sample weights. Returns (mean_b(w_b * loss_b), per-sample loss (B,)), and with
+        `with_features` the denoising pass's feature vector (B, F) third (see `denoise`), so an
+        auxiliary loss on it costs no second pass through a VLA's blocks."""
         b = actions.shape[0]
         noise = torch.randn(actions.shape, generator=generator, device=actions.device)
         if self.mode == "flow":
@@ -92,24 +97,27 @@ class ActionHead(nn.Module):
             t = t * 0.999 + 0.001  # (B,) never exactly 0
             x_t = t[:, None, None] * noise + (1 - t[:, None, None]) * actions
             target = noise - actions
-            pred = self.denoise(x_t, t, cond)
+            pred = self.denoise(x_t, t, cond, with_features)
         else:
             steps = torch.randint(0, self.cfg.num_train_timesteps, (b,), generator=generator, device=actions.device)
             x_t = self.ddpm.add_noise(actions, noise, steps)
             target = noise if self.cfg.prediction_type == "epsilon" else actions
-            pred = self.denoise(x_t, steps, cond)
+            pred = self.denoise(x_t, steps, cond, with_features)
+        feats = None
+        if with_features:
+            pred, feats = pred
         err = (pred - target).pow(2).mean(-1)  # (B, H)
         if mask is None:
             per_sample = err.mean(-1)
         else:
             m = mask.float()
             per_sample = (err * m).sum(-1) / m.sum(-1).clamp_min(1.0)  # (B,)
-        if weight is None:
-            return per_sample.mean(), per_sample
-        weight = weight.to(per_sample)
-        if weight.shape != (b,):
-            raise ValueError(f"weight must have shape ({b},), got {tuple(weight.shape)}")
-        return (weight * per_sample).mean(), per_sample
+        if weight is not None:
+            weight = weight.to(per_sample)
+            if weight.shape != (b,):
+                raise ValueError(f"weight must have shape ({b},), got {tuple(weight.shape)}")
+        loss = per_sample.mean() if weight is None else (weight * per_sample).mean()
+        return (loss, per_sample, feats) if with_features else (loss, per_sample)
 
     @torch.no_grad()
     def sample(self, cond: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
@@ -256,19 +264,21 @@ class ChunkPolicy(nn.Module):
         mask = ~batch["action_is_pad"].to(dev) if "action_is_pad" in batch else None
         if weight is None and "weight" in batch:
             weight = batch["weight"]
-        loss, per_sample = self.head.loss(cond, actions, mask, weight, generator)
+        loss, per_sample, *feats = self.head.loss(cond, actions, mask, weight, generator,
+                                                  with_features=self.aux_state is not None)
         logs = {"loss_unweighted": float(per_sample.detach().mean())}
-        loss = self.add_aux_state(loss, cond, obs["environment_state"], logs)
+        loss = self.add_aux_state(loss, cond, obs["environment_state"], logs, *feats)
         return loss, {"loss": float(loss.detach()), **logs}
 
     def add_aux_state(self, loss: torch.Tensor, cond: torch.Tensor, env_state: torch.Tensor,
-                      logs: dict[str, float]) -> torch.Tensor:
+                      logs: dict[str, float], features: torch.Tensor | None = None) -> torch.Tensor:
         """`loss` plus aux_state_weight x the MSE of the features' prediction of the standardised
-        environment state (B, E), logged unweighted as logs['loss/aux_state']; `loss` itself without the head."""
+        environment state (B, E), logged unweighted as logs['loss/aux_state']; `loss` itself without the head.
+        `features` (B, F): `self.features(cond)` if already computed (ActionHead.loss(with_features=True))."""
         if self.aux_state is None:
             return loss
         target = self.normalizer.standardize("environment_state", env_state.to(cond.device).float())  # (B, E)
-        aux = F.mse_loss(self.aux_state(self.features(cond)), target)
+        aux = F.mse_loss(self.aux_state(self.features(cond) if features is None else features), target)
         logs["loss/aux_state"] = float(aux.detach())
         return loss + self.cfg.aux_state_weight * aux
 

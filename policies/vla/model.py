@@ -100,8 +100,11 @@ class VLADenoiser(nn.Module):
             packed = block(packed, layout)
         return self.norm(packed.view(b, p, -1)).mean(dim=1)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, prefix: torch.Tensor, backend: str | None = None) -> torch.Tensor:
-        """x (B, H, A) or N candidates (B, N, H, A), t (B,) in [0, 1000], prefix (B, P, C) -> x's shape."""
+    def forward(self, x: torch.Tensor, t: torch.Tensor, prefix: torch.Tensor, backend: str | None = None,
+                with_features: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """x (B, H, A) or N candidates (B, N, H, A), t (B,) in [0, 1000], prefix (B, P, C) -> x's shape;
+        with_features (one chunk per observation only), also `prefix_features(prefix)` (B, C), read off
+        the same pass: the prefix attends only to itself, so its outputs are the same."""
         chunks = x if x.dim() == 4 else x[:, None]
         b, n, h, _ = chunks.shape
         p = prefix.shape[1]
@@ -112,8 +115,12 @@ class VLADenoiser(nn.Module):
             pos = torch.arange(p + h, device=seq.device).expand(b, -1)
             for block in self.blocks:
                 seq = block.forward_replicated(seq, pos, mask.expand(b, -1, -1))
-            out = self.out(self.norm(seq[:, p:]))  # (B, H, A)
-            return out[:, None] if x.dim() == 4 else out
+            normed = self.norm(seq)  # (B, P + H, C)
+            out = self.out(normed[:, p:])  # (B, H, A)
+            out = out[:, None] if x.dim() == 4 else out
+            return (out, normed[:, :p].mean(dim=1)) if with_features else out
+        if with_features:
+            raise ValueError(f"with_features takes one chunk per observation (training), got N = {n} candidates")
         layout = SharedPrefixLayout.uniform(b, n, p, h, prefix_mask="full", suffix_mask="full")
         # uniform groups are contiguous: group b's prefix, then its N suffixes in order
         tokens = torch.cat([prefix, self.suffix(chunks, t).flatten(1, 2)], dim=1)  # (B, P + N*H, C)

@@ -130,3 +130,23 @@ def test_bench_candidates_writes_its_figures(tmp_path):
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["speedup"] == pytest.approx(m["replicated_ms"] / m["packed_ms"])
     assert m["efficiency"] == pytest.approx(m["speedup"] / m["ideal_speedup"]) and m["ideal_speedup"] > 1
+
+
+def test_the_training_pass_reads_the_prefix_features_the_critics_read(episodes):
+    """The auxiliary target's features come off the training pass itself (no second pass through the
+    blocks) and equal `features(cond)`, the prefix run alone through the packed op."""
+    policy = tiny_policy("flow", episodes, **VLA, aux_state_weight=1.0)
+    batch = window_batch(episodes, b=3)
+    obs = policy.batch_obs(batch)
+    cond = policy.encode(obs, channels_first=True)  # (B, P, C)
+    actions = policy.normalizer.action_to_unit(batch["actions"])
+    gen = torch.Generator().manual_seed(1)
+    loss, per_sample, feats = policy.head.loss(cond, actions, generator=gen, with_features=True)
+    plain, plain_per_sample = policy.head.loss(cond, actions, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(feats, policy.features(cond), rtol=1e-5, atol=1e-5)  # two kernels, float32
+    torch.testing.assert_close((loss, per_sample), (plain, plain_per_sample), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="one chunk per observation"):
+        policy.head.backbone(actions[:, None].expand(-1, 2, -1, -1), torch.ones(3), cond, with_features=True)
+    mlp = tiny_policy("flow", episodes)  # the MLP head's features are the encoder's vector itself
+    mcond = mlp.encode(mlp.batch_obs(batch), channels_first=True)
+    assert mlp.head.loss(mcond, actions, with_features=True)[2] is mcond
