@@ -110,5 +110,9 @@ def test_another_instruction_reaches_the_policy_and_the_env_keeps_judging_its_ow
                  "--instruction", text, "--out", str(tmp_path / "a")]) == 0
     metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())
     assert metrics["instruction"] == text and metrics["success_rate"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "a" / "episodes.jsonl").read_text().splitlines()]
+    assert {r["seed"]: r["task"] for r in rows} == truth  # each row names the env's own task
+    differing = [s for s, task in truth.items() if task != text]
+    assert metrics["other_task"]["episodes"] == len(differing) and metrics["other_task"]["success_rate"] == 1.0
     with pytest.raises(ValueError, match="non-empty string"):
         Instructed(listener, " ")

@@ -10,10 +10,17 @@ OUT/metrics.json with keys:
     episodes, successes             counts
     mean_length                     mean number of env steps per episode
     wall_seconds                    time of the whole evaluation
+and with --instruction TEXT, also:
+    instruction                     TEXT
+    other_task                      {episodes, successes, success_rate, ci_low, ci_high} over the episodes
+                                    whose own task is not TEXT (where following TEXT cannot succeed
+                                    by doing what was asked)
+episodes.jsonl rows carry the env's own `task` where it has one (a language task's instruction).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,11 +113,27 @@ def run(cfg: EvalPolicyConfig) -> int:
                        fps=cfg.fps, policy_id=policy_id)
     if cfg.instruction:
         metrics["instruction"] = cfg.instruction
+        metrics["other_task"] = _other_task(Path(cfg.out) / "episodes.jsonl", cfg.instruction)
         write_metrics(Path(cfg.out), metrics)
     print(f"{policy_id} on {cfg.env}: success {metrics['successes']}/{metrics['episodes']} = "
           f"{metrics['success_rate']:.3f} (95% CI {metrics['ci_low']:.3f}-{metrics['ci_high']:.3f}), "
           f"mean length {metrics['mean_length']:.1f}, {metrics['wall_seconds']:.1f}s; wrote {cfg.out}/metrics.json")
+    o = metrics.get("other_task")
+    if o and o["episodes"]:
+        print(f"told {cfg.instruction!r}: on the {o['episodes']} episodes whose own task differs, success "
+              f"{o['successes']}/{o['episodes']} (95% CI {o['ci_low']:.3f}-{o['ci_high']:.3f})")
     return 0
+
+
+def _other_task(episodes_jsonl: Path, instruction: str) -> dict[str, Any]:
+    """Success over the episodes (rows of episodes.jsonl) whose own task is not `instruction`."""
+    rows = [json.loads(line) for line in episodes_jsonl.read_text().splitlines()]
+    other = [r for r in rows if r.get("task", "") != instruction]
+    wins = sum(r["success"] for r in other)
+    if not other:  # every episode's own task was the one told: nothing to report
+        return {"episodes": 0, "successes": 0, "success_rate": None, "ci_low": None, "ci_high": None}
+    low, high = wilson_interval(wins, len(other))
+    return {"episodes": len(other), "successes": wins, "success_rate": wins / len(other), "ci_low": low, "ci_high": high}
 
 
 def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | None, num_envs: int = 2,
@@ -132,6 +155,8 @@ def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | Non
             idx = int(ep.meta["episode_index"])
             row = {"episode_index": idx, "seed": int(ep.meta["seed"]), "success": bool(ep.success),
                    "length": ep.length, "return": float(ep.rewards.sum())}
+            if ep.task:
+                row["task"] = ep.task
             rows.append(row)
             if out is not None:
                 jsonl.write(dumps_strict(row, indent=None) + "\n")
