@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,10 +20,11 @@ from wmsuite.policy import as_numpy_chunk, load_object
 
 
 def load_spec(spec: str, device: str = "cpu") -> Any:
-    """A policy from a checkpoint path, an `assets:` path or a `module:attr{json}` spec."""
+    """A policy from a checkpoint path, a run directory (its latest/, as `--policy` takes one), an
+    `assets:` path or a `module:attr{json}` spec."""
     from wmsuite.policies import ASSETS_PREFIX, load_policy, resolve_path
 
-    if spec.startswith(ASSETS_PREFIX) or is_checkpoint(spec):
+    if spec.startswith(ASSETS_PREFIX) or is_checkpoint(spec) or is_checkpoint(Path(spec) / "latest"):
         return load_policy(resolve_path(spec), device=device)
     return load_object(spec)
 

@@ -134,7 +134,7 @@ def test_train_policy_with_rollouts_from_a_bc_start(tmp_path):
 
 
 @pytest.mark.slow
-def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path):
+def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path, capsys):
     """One round from a (barely trained) BC state policy, rollouts with the expert intervening, in the
     real simulator (state only: --cameras empty) and in the shipped learned one; every round evaluated
     in the real simulator; a rerun does nothing again; other settings in the same --out are refused."""
@@ -165,6 +165,12 @@ def test_improve_rounds_in_the_real_and_the_learned_simulator(tmp_path):
         stamp = (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns
         assert main(args) == 0 and (out / "round_1" / "rollouts.hdf5").stat().st_mtime_ns == stamp
     assert main([*args[:-2], "--method", "afil", "--out", str(out)]) == 2  # another method in the same --out
+    other = tmp_path / "other.hdf5"  # demonstrations of another observation (environment_state of 2)
+    write_episodes(other, [episode(0.1)], {"env_name": "elsewhere", "type": "wmsuite"})
+    bad = [*args[:-2], "--out", str(tmp_path / "bad")]
+    bad[bad.index("--data") + 1] = str(other)
+    assert main(bad) == 2 and not (tmp_path / "bad" / "round_1").exists()
+    assert "--init was trained on" in capsys.readouterr().err
     # only the last round evaluated: its figure is the one the full run scored (evaluations are seeded alike)
     real, last = tmp_path / "improve-real", tmp_path / "improve-last"
     args[args.index("--sim") + 1] = "real"

@@ -47,3 +47,5 @@ def test_verified_replans_sooner_when_unsure_and_refuses_a_policy_without_critic
         Verified(str(tmp_path / "afil"))
     with pytest.raises(ValueError, match="replan_below"):
         Verified(str(tmp_path / "habc"), replan_below=2.0)
+    save_policy(policy_with_critics(), tmp_path / "run" / "latest")  # a run directory, as --policy takes one
+    torch.testing.assert_close(Verified(str(tmp_path / "run")).inner.state_dict(), sure.inner.state_dict())

@@ -118,6 +118,7 @@ def run(cfg: ImproveConfig) -> int:
     open_run(out, "improve", identity, force_new=cfg.force_new)
     demos = [ep for ep in load_episodes(cfg.data) if ep.success]
     policy = load_policy(cfg.init, device=cfg.device)
+    _check_demos(cfg.data, demos, policy.dims)
     check_policy_cameras(policy, cfg.cameras)
     make_env = _envs(cfg)
     metrics = _load(out)
@@ -145,6 +146,17 @@ def run(cfg: ImproveConfig) -> int:
         write_metrics(out, {"config": {"method": cfg.method, "sim": cfg.sim, "intervene": cfg.intervene},
                             "rounds": metrics["rounds"]})
     return 0
+
+
+def _check_demos(path: str, demos: list, dims: dict[str, int]) -> None:
+    """The demonstrations must be the policy's kind of data (sizes of action, agent_pos, environment_state)."""
+    if not demos:
+        raise ValueError(f"--data {path} holds no successful episode to keep as demonstrations")
+    ep = demos[0]
+    got = {"action": ep.actions.shape[1], "agent_pos": ep.state.shape[1], "environment_state": ep.env_state.shape[1]}
+    if got != dims:
+        raise ValueError(f"--data {path} has sizes {got}, but --init was trained on {dims}: pass the "
+                         "demonstrations the policy was trained on (or of the same task and observation)")
 
 
 def _load(out: Path) -> dict:
