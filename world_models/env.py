@@ -11,7 +11,9 @@
   observation in the env convention, or a list of them, oldest first). One frame is repeated to fill
   the K context frames, as in training (`WorldModelState.from_frames`). `GymResetContext` wraps any
   Gymnasium env's reset, so the same seeds give the same initial states as the real env;
-  `EpisodeContext` serves recorded episodes (both in contexts.py).
+  `EpisodeContext` serves recorded episodes (both in contexts.py). Where the source holds an
+  instruction (`task`), reset's info["task"] carries it, as the real env's does, so a policy that
+  reads language (a VLA) is told its task in imagination too.
 - step consumes one action chunk per sub-env (single_action_space is (H, A), so the rollout engine
   hands it whole chunks), generates the H frames with the diffusion model (few-step EDM sampling,
   all sub-envs in one batch, through `rollout` in rollout.py) and returns the observation after the
@@ -180,6 +182,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
         self._agent_pos = np.zeros((num_envs, cfg.state_dim), np.float32)
         self._env_state = np.zeros((num_envs, cfg.env_state_dim), np.float32)
         self._success = np.zeros(num_envs, bool)
+        self._tasks = np.full(num_envs, "", dtype=object)  # each episode's instruction, from its context source
         self._trackers = {}  # judge -> the object positions it believes (world_models/tracking.py)
         if tracking is not None:
             self._trackers["tracked"] = ObjectTracker(tracking, num_envs)
@@ -246,7 +249,12 @@ class WorldModelEnv(gym.vector.VectorEnv):
                                                               self._start_state[rows], self.start_reading).cpu().numpy()
             if self.novelty is not None:
                 self._novelty[rows] = self.novelty.score(self._frames[rows])
-        return self._obs(), {"is_success": self._success.copy(), "_is_success": np.ones(self.num_envs, bool)}
+        info = {"is_success": self._success.copy(), "_is_success": np.ones(self.num_envs, bool)}
+        if len(rows):
+            self._tasks[rows] = tasks
+        if any(self._tasks):  # a language task: each episode's instruction, as the real env gives it
+            info["task"], info["_task"] = self._tasks.copy(), mask.copy()
+        return self._obs(), info
 
     def step(self, actions: Any) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         act = torch.as_tensor(np.asarray(actions, np.float32), device=self.device)  # (n, H, A)

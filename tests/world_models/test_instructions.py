@@ -106,10 +106,28 @@ def test_train_wm_on_a_libero_suite_directory_reads_each_task(tmp_path):
     model = load_world_model(out)
     episodes = [ep for f in sorted(suite.glob("*.hdf5")) for ep in load_episodes(f)]
     env = WorldModelEnv(model, EpisodeContext(episodes), num_envs=2, horizon=2)
-    env.reset(seed=[0, 2])  # an episode of each task
+    _, info = env.reset(seed=[0, 2])  # an episode of each task
     assert torch.equal(env.state.instruction, instruction_tokens(tasks, 256))
+    assert list(info["task"]) == tasks and info["_task"].all()  # what a policy that reads language is told
     env.step(np.zeros((2, model.cfg.chunk, model.cfg.action_dim), np.float32))
     assert torch.equal(env.state.instruction, instruction_tokens(tasks, 256))  # carried through the rollout
+
+    class Listener:  # a policy that records the instruction it is told
+        n_action_steps, seen = model.cfg.chunk, []
+
+        def reset(self):
+            pass
+
+        def predict_action_chunk(self, obs):
+            self.seen.append(list(obs["task"]))
+            return np.zeros((len(obs["task"]), model.cfg.chunk, model.cfg.action_dim), np.float32)
+
+    from wmsuite.rollout import RolloutConfig, rollout
+
+    listener = Listener()
+    eps = list(rollout(listener, env, RolloutConfig(episodes=2, seed=0, progress=False)))
+    by_seed = {int(ep.meta["seed"]): ep.task for ep in eps}
+    assert by_seed == {s: episodes[s % len(episodes)].task for s in (0, 1)} and listener.seen[0] == list(by_seed.values())
 
 
 def test_the_round_trip_plays_back_with_each_rollouts_instruction(episodes):

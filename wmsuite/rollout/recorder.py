@@ -117,7 +117,9 @@ def _interleave(ends: list[np.ndarray], between: list[np.ndarray], per: int) -> 
     + 1, *X), each chunk's first per - 1 in-between observations before the step's own."""
     out = [np.asarray(ends[0])[None]]
     for b, end in zip(between, ends[1:], strict=True):
-        out += [np.asarray(b, np.asarray(end).dtype).reshape(-1, *np.shape(end))[: per - 1], np.asarray(end)[None]]
+        arr, size = np.asarray(b, np.asarray(end).dtype), int(np.prod(np.shape(end)))
+        rows = arr.size // size if size else len(arr)  # an empty observation (no environment_state): one per entry
+        out += [arr.reshape(rows, *np.shape(end))[: per - 1], np.asarray(end)[None]]
     return np.concatenate(out)
 
 
