@@ -1,4 +1,4 @@
-"""`shared_prefix_attention`: the one entry point; picks the Triton kernel or the reference.
+"""`shared_prefix_attention`: the one entry point; picks the Triton kernel, the dense path or the reference.
 
     layout = SharedPrefixLayout.uniform(groups=1, n=16, p=1024, r=128)
     out = shared_prefix_attention(q, k, v, layout)  # q: (T, Hq, D); k, v: (T, Hkv, D) -> (T, Hq, D)
@@ -7,7 +7,9 @@ Backend choice, first match wins:
 1. the `backend=` argument,
 2. `use_backend(name)` (a context manager; tests),
 3. the environment variable WMSUITE_ATTENTION_BACKEND,
-4. automatic: "triton" for CUDA tensors the kernel supports, "reference" otherwise.
+4. automatic: "triton" for CUDA tensors the kernel supports; otherwise "dense" for a uniform layout
+   (one P, N and R for every group: plain tensor products without padding, dense.py) small enough
+   to hold every score at once (`dense.MAX_SCORES`), and "reference" for the rest.
 
 "triton" on CPU tensors runs the kernel in the Triton interpreter (slow; for tests). The choice is
 logged once per (backend, device, reason) on the `wmsuite.cuda_ops` logger; a CUDA input that
@@ -23,10 +25,11 @@ from collections.abc import Iterator
 
 import torch
 
+from .dense import dense_attention, dense_fits
 from .layout import SharedPrefixLayout, constant_under_compile
 from .reference import _check_inputs, reference_attention
 
-BACKENDS = ("reference", "triton")
+BACKENDS = ("reference", "triton", "dense")
 ENV_VAR = "WMSUITE_ATTENTION_BACKEND"
 
 log = logging.getLogger("wmsuite.cuda_ops")
@@ -58,13 +61,16 @@ def _triton_available() -> bool:
     return True
 
 
-def select_backend(q: torch.Tensor, backend: str | None = None) -> tuple[str, str]:
-    """(backend, why) for these inputs. Under torch.compile it is decided once, when traced."""
-    return _select(q.device.type, q.dtype, q.shape[-1], backend)
+def select_backend(q: torch.Tensor, backend: str | None = None, layout: SharedPrefixLayout | None = None
+                   ) -> tuple[str, str]:
+    """(backend, why) for these inputs (`layout`: off the GPU the automatic choice depends on whether
+    the dense path fits it; None: it does not). Under torch.compile it is decided once, when traced."""
+    return _select(q.device.type, q.dtype, q.shape[-1], backend, layout is not None and dense_fits(layout, q.shape[1]))
 
 
 @constant_under_compile
-def _select(device: str, dtype: torch.dtype, head_dim: int, backend: str | None) -> tuple[str, str]:
+def _select(device: str, dtype: torch.dtype, head_dim: int, backend: str | None, dense: bool = False
+            ) -> tuple[str, str]:
     requested, source = backend, "backend= argument"
     if requested is None and _forced:
         requested, source = _forced[-1], "use_backend()"
@@ -82,9 +88,9 @@ def _select(device: str, dtype: torch.dtype, head_dim: int, backend: str | None)
                                  "use backend='reference'")
             where = "compiled" if device == "cuda" else "Triton interpreter (slow, for tests)"
             return "triton", f"requested by {source}; {where}"
-        return "reference", f"requested by {source}"
+        return requested, f"requested by {source}"
     if device != "cuda":
-        return "reference", f"{device} tensors"
+        return ("dense", f"{device} tensors, a small uniform layout") if dense else ("reference", f"{device} tensors")
     if not _triton_available():
         return "reference", "triton is not installed (pip install 'wmsuite[gpu]')"
     reason = _unsupported(device, dtype, head_dim)
@@ -107,12 +113,14 @@ def shared_prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, l
     scale: softmax scale, 1/sqrt(D) by default. Returns (T, Hq, D) in q's dtype. Differentiable.
     """
     _check_inputs(q, k, v, layout)
-    name, why = select_backend(q, backend)
+    name, why = select_backend(q, backend, layout)
     _log_once(name, q.device.type, why)
     if name == "triton":
         from .triton_op import triton_attention
 
         return triton_attention(q, k, v, layout, scale)
+    if name == "dense":
+        return dense_attention(q, k, v, layout, scale)  # refuses a ragged layout, naming the reference
     return reference_attention(q, k, v, layout, scale)
 
 
