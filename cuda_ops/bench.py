@@ -113,7 +113,7 @@ def bench_op(n: int, p: int, r: int, spec: OpSpec, repeats: int = 3, seed: int =
     do = torch.randn(T, hq, d, generator=g, device=spec.device, dtype=spec.dtype)
     qr, kr, vr = leaf(n, hq, L, d), leaf(n, hkv, L, d), leaf(n, hkv, L, d)  # replicated (N, H, L, D)
     dor = torch.randn(n, hq, L, d, generator=g, device=spec.device, dtype=spec.dtype)
-    backend, _ = select_backend(q, spec.backend)
+    backend, _ = select_backend(q, spec.backend, layout)
 
     def packed() -> None:
         for x in (q, k, v):

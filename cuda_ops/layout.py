@@ -142,6 +142,11 @@ class SharedPrefixLayout:
         return tuple(starts)
 
     @property
+    def is_uniform(self) -> bool:
+        """Every group has the same prefix length, suffix count and suffix length (`uniform()`)."""
+        return len(set(self.prefix_lens)) == 1 and len(set(self.suffix_lens)) == 1 and len(set(self.suffix_lens[0])) == 1
+
+    @property
     def num_tokens(self) -> int:
         """T: packed tokens, sum_g P_g + sum R_gi."""
         return self.group_starts[-1]

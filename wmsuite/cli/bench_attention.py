@@ -107,7 +107,7 @@ def bench_block(n: int, p: int, r: int, spec: OpSpec, repeats: int, seed: int = 
     xr = torch.randn(n, L, cfg.dim, device=spec.device, dtype=spec.dtype, requires_grad=True)  # (N, L, C)
     dyr = torch.randn_like(xr)
     pos = torch.arange(L, device=spec.device).expand(n, L)
-    backend, _ = select_backend(x.view(T, spec.heads, spec.head_dim), spec.backend)
+    backend, _ = select_backend(x.view(T, spec.heads, spec.head_dim), spec.backend, layout)
 
     def clear() -> None:
         for t in (x, xr, *block.parameters()):
