@@ -7,8 +7,11 @@
 #           backbone's stride-2 convs, each cell of the 4 x 4 map a token) and the cube and goal
 #           positions as an auxiliary target during training (experiments/policies_journal.md says why)
 #   select  checkpoints 10,000..20,000 on the validation seeds 10,000-10,099 (100 episodes each);
-#           the highest success is kept (the latest on a tie): $OUT/select.json
-#   export  the selected checkpoint as a float16 copy at $DST, env_id and other_instruction in its config
+#           the highest success is kept (the latest on a tie); then that checkpoint with 1 and 2
+#           actions executed per chunk (its own setting is 4) on the same seeds, the highest kept
+#           (the most actions per chunk on a tie: fewer calls): $OUT/select.json
+#   export  the selected checkpoint as a float16 copy at $DST with the selected n_action_steps,
+#           env_id and other_instruction in its config
 #   eval    the test seeds 0-199 told the env's own instruction, then the same seeds told $OTHER (the
 #           env still judges its own task; metrics.json's other_task counts only the episodes whose own
 #           task is not $OTHER), Wilson intervals in $OUT/{right,other}
@@ -52,17 +55,37 @@ best = max(scores, key=lambda s: (scores[s], s))
 (out / "select.json").write_text(json.dumps({"validation_success": scores, "selected_step": best}, indent=2))
 print(f"validation success by step {dict(sorted(scores.items()))}; selected step {best}")
 PY
+  STEP=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['selected_step'])" "$OUT/select.json")
+  for k in 1 2; do
+    [[ -f "$OUT/val/step_${STEP}_n$k/metrics.json" ]] || OMP_NUM_THREADS=1 wmsuite eval-policy --env $ENV \
+        --policy "$RUN/step_$STEP" --n-action-steps $k --episodes 100 --seed 10000 --videos 0 --threads 1 \
+        --out "$OUT/val/step_${STEP}_n$k"
+  done
+  python - "$OUT" "$STEP" <<'PY'
+import json, sys
+from pathlib import Path
+out, step = Path(sys.argv[1]), sys.argv[2]
+sel = json.loads((out / "select.json").read_text())
+by_n = {4: json.loads((out / f"val/step_{step}/metrics.json").read_text())["success_rate"]}
+by_n.update({k: json.loads((out / f"val/step_{step}_n{k}/metrics.json").read_text())["success_rate"] for k in (1, 2)})
+sel.update(n_action_steps_success=by_n, n_action_steps=max(by_n, key=lambda k: (by_n[k], k)))
+(out / "select.json").write_text(json.dumps(sel, indent=2))
+print(f"step {step}: validation success by actions per chunk {dict(sorted(by_n.items()))}; "
+      f"selected {sel['n_action_steps']}")
+PY
 fi
 if stage export; then
-  STEP=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['selected_step'])" "$OUT/select.json")
-  python - "$RUN/step_$STEP" "$DST" "$OTHER" <<'PY'
-import sys
+  python - "$RUN" "$OUT/select.json" "$DST" "$OTHER" <<'PY'
+import json, sys
 from wmsuite.policies import load_policy, save_policy
 import torch
-src, dst, other = sys.argv[1:]
-save_policy(load_policy(src), dst, dtype=torch.float16,
-            extra={"env_id": "wmsuite/PushColors-v0", "other_instruction": other})
-print(f"exported {src} -> {dst}")
+run, select, dst, other = sys.argv[1:]
+sel = json.load(open(select))
+src = f"{run}/step_{sel['selected_step']}"
+policy = load_policy(src)
+policy.cfg.n_action_steps = int(sel["n_action_steps"])  # validated again when the copy loads
+save_policy(policy, dst, dtype=torch.float16, extra={"env_id": "wmsuite/PushColors-v0", "other_instruction": other})
+print(f"exported {src} -> {dst} with n_action_steps {policy.cfg.n_action_steps}")
 PY
 fi
 if stage eval; then
