@@ -3,7 +3,7 @@
 # trained by behaviour cloning on expert episodes of all six instructions, then measured on
 # instruction following. Stages (STAGE=...; default all, in this order):
 #   data    3,000 expert episodes (skill 1, seeds 900,000..), pixels and instructions recorded
-#   train   20,000 steps, batch 64, one core, checkpoints every 2,000; resumable. Conv stem (the MLP
+#   train   20,000 steps, batch 64, one core, seed $SEED (default 4), checkpoints every 2,000; resumable. Conv stem (the MLP
 #           backbone's stride-2 convs, each cell of the 4 x 4 map a token) and the cube and goal
 #           positions as an auxiliary target during training (experiments/policies_journal.md says why)
 #   select  checkpoints 10,000..20,000 on the validation seeds 10,000-10,099 (100 episodes each);
@@ -39,7 +39,7 @@ if stage train; then
   OMP_NUM_THREADS=1 wmsuite train-policy --data "$DATA" --out "$RUN" "${RESUME[@]}" \
       --policy.backbone vla --policy.vla-dim 96 --policy.vla-layers 3 --policy.vla-heads 4 --policy.vla-stem conv \
       --policy.channels 32 64 64 64 --policy.aux-state-weight 1.0 --policy.instruction-bytes 40 \
-      --train.steps 20000 --train.batch-size 64 --train.save-every 2000 --threads 1 --seed 4
+      --train.steps 20000 --train.batch-size 64 --train.save-every 2000 --threads 1 --seed "${SEED:-4}"
 fi
 if stage select; then
   for step in 10000 12000 14000 16000 18000 20000; do
