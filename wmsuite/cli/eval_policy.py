@@ -20,7 +20,6 @@ episodes.jsonl rows carry the env's own `task` where it has one (a language task
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,11 +109,7 @@ def run(cfg: EvalPolicyConfig) -> int:
         policy = Instructed(policy, cfg.instruction)
     metrics = evaluate(policy, cfg.env, cfg.episodes, cfg.seed, Path(cfg.out), num_envs=cfg.num_envs,
                        image_size=cfg.image_size, cameras=cfg.cameras, n_action_steps=cfg.n_action_steps, videos=cfg.videos,
-                       fps=cfg.fps, policy_id=policy_id)
-    if cfg.instruction:
-        metrics["instruction"] = cfg.instruction
-        metrics["other_task"] = _other_task(Path(cfg.out) / "episodes.jsonl", cfg.instruction)
-        write_metrics(Path(cfg.out), metrics)
+                       fps=cfg.fps, policy_id=policy_id, instruction=cfg.instruction)
     print(f"{policy_id} on {cfg.env}: success {metrics['successes']}/{metrics['episodes']} = "
           f"{metrics['success_rate']:.3f} (95% CI {metrics['ci_low']:.3f}-{metrics['ci_high']:.3f}), "
           f"mean length {metrics['mean_length']:.1f}, {metrics['wall_seconds']:.1f}s; wrote {cfg.out}/metrics.json")
@@ -125,9 +120,8 @@ def run(cfg: EvalPolicyConfig) -> int:
     return 0
 
 
-def _other_task(episodes_jsonl: Path, instruction: str) -> dict[str, Any]:
-    """Success over the episodes (rows of episodes.jsonl) whose own task is not `instruction`."""
-    rows = [json.loads(line) for line in episodes_jsonl.read_text().splitlines()]
+def _other_task(rows: list[dict[str, Any]], instruction: str) -> dict[str, Any]:
+    """Success over the episodes (episodes.jsonl rows) whose own task is not `instruction`."""
     other = [r for r in rows if r.get("task", "") != instruction]
     wins = sum(r["success"] for r in other)
     if not other:  # every episode's own task was the one told: nothing to report
@@ -138,10 +132,12 @@ def _other_task(episodes_jsonl: Path, instruction: str) -> dict[str, Any]:
 
 def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | None, num_envs: int = 2,
              image_size: int = 64, n_action_steps: int | None = None, videos: int = 0, fps: int = 10,
-             policy_id: str = "", progress: bool = True, cameras: tuple[str, ...] | None = None) -> dict[str, Any]:
+             policy_id: str = "", progress: bool = True, cameras: tuple[str, ...] | None = None,
+             instruction: str = "") -> dict[str, Any]:
     """Run `episodes` episodes (seeds seed .. seed+episodes-1) and return the metrics; with `out`,
     also write episodes.jsonl, videos and metrics.json there. `cameras`: what the env renders (None:
-    its own; () none)."""
+    its own; () none). `instruction`: what the policy was told instead of the env's own task (it is
+    wrapped already); adds `instruction` and `other_task` to the metrics."""
     start = time.perf_counter()
     env = make_vector_env(env_id, num_envs, env_kwargs=env_kwargs_for(image_size, cameras))
     rcfg = RolloutConfig(episodes=episodes, seed=seed, n_action_steps=n_action_steps, record_frames=videos > 0,
@@ -172,6 +168,8 @@ def evaluate(policy: Any, env_id: str, episodes: int, seed: int, out: Path | Non
     metrics = {"success_rate": successes / len(rows), "ci_low": low, "ci_high": high, "episodes": len(rows),
                "successes": successes, "mean_length": float(np.mean([r["length"] for r in rows])),
                "wall_seconds": time.perf_counter() - start}
+    if instruction:
+        metrics.update(instruction=instruction, other_task=_other_task(rows, instruction))
     if out is not None:
         write_metrics(out, metrics)
     return metrics
