@@ -25,9 +25,13 @@ from wmsuite.world_models.config import camera_names
 
 
 def added_cameras(source_camera: str, camera: str) -> int:
-    """How many cameras `camera` adds after the source's (0: the same set). Raises where the source's
-    cameras are not the first of `camera`'s: the widened layers keep the source's at the front."""
+    """How many cameras `camera` adds after the source's (0: as many as the source's, e.g. the same set,
+    or another camera read by the source's weights as they read its own: a plain warm start). Raises
+    where `camera` has more cameras and the source's are not its first: the widened layers keep the
+    source's at the front."""
     old, new = camera_names(source_camera), camera_names(camera)
+    if len(new) == len(old):
+        return 0
     if new[: len(old)] != old:
         raise ValueError(f"--model.camera {camera!r} must start with the warm start's cameras {source_camera!r} "
                          "(a warm start keeps its cameras first and adds new ones after them)")

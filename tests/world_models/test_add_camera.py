@@ -72,8 +72,11 @@ def test_widen_places_the_source_at_each_frames_first_slots_and_refuses_what_it_
     assert widen(theirs, torch.Size((3, 15)), 2, 5) is None  # differs on another axis too
     assert widen(theirs, torch.Size((2, 7)), 2, 5) is None  # not whole frames
     assert added_cameras("top", "top+side") == 1 and added_cameras("top", "top") == 0
+    assert added_cameras("top", "ego") == 0  # another camera, as many: the source's weights read it (a plain warm start)
     with pytest.raises(ValueError, match="must start with the warm start's cameras"):
         added_cameras("top", "side+top")
+    with pytest.raises(ValueError, match="must start with the warm start's cameras"):
+        added_cameras("top+side", "top")
 
 
 def test_widened_codec_needs_more_cameras(two_cameras):

@@ -264,6 +264,13 @@ def test_train_wm_init_from_adds_a_camera(pushcube_file, tmp_path, capsys):
     assert main(["train-wm", "--data", str(two), "--out", str(tmp_path / "third"), "--init-from", str(first),
                  "--model.camera", "side+top", "--stage", "dynamics", "--dynamics.steps", "1"]) == 2
     assert "must start with the warm start's cameras" in capsys.readouterr().err
+    other = tmp_path / "other"  # as many cameras, another one (PushCubeEgo's warm start): the source's weights as they are
+    assert main(["train-wm", "--data", str(two), "--out", str(other), "--init-from", str(first),
+                 "--model.camera", "side", "--stage", "dynamics", "--dynamics.steps", "1",
+                 "--dynamics.batch-size", "4"]) == 0
+    assert "adding cameras" not in capsys.readouterr().out
+    model = load_world_model(other / "latest")
+    assert model.cfg.camera == "side" and model.codec.cfg.cameras == 1
 
 
 def test_a_cycle_fine_tune_of_a_forward_only_model_is_warned_about(pushcube_file, tmp_path, capsys):
