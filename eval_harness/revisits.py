@@ -13,7 +13,13 @@ scored against the real one by the frame's label:
     revisit_psnr / first_visit_psnr              PSNR of the decoded frame (dB)
     revisit_object_error / first_visit_object_error
                                                  |object xy read by the environment_state head - true| (m)
-    revisit_frames / first_visit_frames          how many frames each figure averages
+    revisit_object_error_in_view / first_visit_object_error_in_view
+                                                 the same over the frames whose view holds the object
+                                                 (its true xy projected into the frame's camera): a
+                                                 frame that does not show the object cannot say where
+                                                 it is, so the plain figure mostly measures guesses
+    revisit_frames / first_visit_frames          how many frames each figure averages (and
+    revisit_in_view_frames / first_visit_in_view_frames   those that show the object)
 
 Teacher-forced context isolates the memory: what the context cannot show, only a memory can supply.
 The windows, labels and sampling noise depend on the data and the seed alone, so a model with memory
@@ -31,6 +37,7 @@ from wmsuite.types import Episode
 from wmsuite.world_models.codec import stack_cameras
 from wmsuite.world_models.data import LatentWindows
 from wmsuite.world_models.latent_memory import MemoryGeometry, revisit_labels
+from wmsuite.world_models.memory import project
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 
 
@@ -47,9 +54,10 @@ def revisit_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], geome
     data = LatentWindows(episodes, latents, k, h, model.cfg.instruction_buckets, model.cfg.memory_frames,
                          geometry if model.cfg.memory_frames else None, size, model.codec.padded_size)
     labels = revisit_labels(episodes, geometry, gap)
+    in_view = [_object_in_view(ep, geometry, object_xy, size) for ep in episodes]
     gen = torch.Generator().manual_seed(seed)
-    scores: dict[str, list[float]] = {"revisit_psnr": [], "first_visit_psnr": [], "revisit_object_error": [],
-                                      "first_visit_object_error": []}
+    scores: dict[str, list[float]] = {f"{name}_{figure}": [] for name in ("revisit", "first_visit")
+                                      for figure in ("psnr", "object_error", "object_error_in_view")}
     for start in range(0, len(data), batch_size):
         idx = list(range(start, min(start + batch_size, len(data))))
         batch = data.batch(idx)
@@ -72,10 +80,24 @@ def revisit_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], geome
                     if flag:
                         scores[f"{name}_psnr"].append(value)
                         scores[f"{name}_object_error"].append(error)
+                        if in_view[e][f]:
+                            scores[f"{name}_object_error_in_view"].append(error)
     out: dict[str, float | int | None] = {k: float(np.mean(v)) if v else None for k, v in scores.items()}
-    out["revisit_frames"], out["first_visit_frames"] = len(scores["revisit_psnr"]), len(scores["first_visit_psnr"])
+    for name in ("revisit", "first_visit"):
+        out[f"{name}_frames"] = len(scores[f"{name}_psnr"])
+        out[f"{name}_in_view_frames"] = len(scores[f"{name}_object_error_in_view"])
     out["revisit_gap"] = gap
     return out
+
+
+def _object_in_view(episode: Episode, geometry: MemoryGeometry, object_xy: slice, size: int) -> np.ndarray:
+    """(T+1,) bool: the object's true (x, y) on the ground plane lies within the moving camera's view at
+    each frame (the camera posed from the frame's agent_pos, as the revisit labels are)."""
+    poses = np.asarray(geometry.pose_fn(episode.state), np.float64)  # (T+1, 4, 4)
+    xy = np.asarray(episode.env_state[:, object_xy], np.float64)  # (T+1, 2)
+    point = np.concatenate([xy, np.full((len(xy), 1), geometry.plane_z)], axis=1)  # (T+1, 3)
+    k = geometry.intrinsics(size)
+    return np.array([project(p[None], k, pose, (size, size))[2][0] for p, pose in zip(point, poses)])
 
 
 def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:

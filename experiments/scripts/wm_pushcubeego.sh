@@ -5,12 +5,16 @@
 # and schedule; only --model.memory-frames differs. Run it twice, MEMORY=2 and MEMORY=0 (one core
 # each, side by side). Stages (STAGE=...; default all, in this order):
 #   data      bash experiments/scripts/pushcubeego_data.sh
-#   dynamics  STEPS dynamics steps (default 6000) at lr LR (default 3e-4), resumable (rerun to go on),
-#             from INIT (default PushCube's shipped model), REVISIT (default 0) of every batch drawn
-#             from revisit windows (train-wm --revisit-fraction; give both models the same)
-#   heads     the heads pass (1,500 steps, real labels: the cube detector reads the top camera)
-#   export    float16 copy at $DST (default assets/wm/pushcubeego, or assets/wm/pushcubeego-nomem)
-#   fidelity  eval-wm on the held-out file: open loop by horizon and the revisit figures
+#   dynamics  STEPS dynamics steps (default 6000) at lr LR (default 3e-4) into $RUN, resumable (rerun
+#             to go on), from INIT (default PushCube's shipped model)
+#   revisit   2,000 more steps at lr 2e-4 into $RUN-rv from $RUN/latest, half of every batch drawn from
+#             revisit windows (train-wm --revisit-fraction; the no-memory twin gets the same windows)
+#   select    eval-wm of $RUN and $RUN-rv on data/pushcubeego_val.hdf5 (validation: the pair's stage is
+#             chosen here, by the memory model's revisit gain over its twin, the same stage for both)
+#   heads     the heads pass on $FINAL (default $RUN-rv; 1,500 steps, real labels: the cube detector
+#             reads the top camera)
+#   export    float16 copy of $FINAL at $DST (default assets/wm/pushcubeego, or assets/wm/pushcubeego-nomem)
+#   fidelity  eval-wm on the held-out file: open loop by horizon and the revisit figures (reported)
 #   eval      the zoo's validation split (choices are made here), then its test split (reported)
 # Results in $OUT (default runs/wm-ego<M>-figures).
 set -euo pipefail
@@ -18,35 +22,43 @@ export MUJOCO_GL=egl
 MEMORY=${MEMORY:-2}
 NAME=$([[ $MEMORY == 0 ]] && echo pushcubeego-nomem || echo pushcubeego)
 RUN=${RUN:-runs/wm-ego$MEMORY}
+FINAL=${FINAL:-$RUN-rv}
 DST=${DST:-assets/wm/$NAME}
 OUT=${OUT:-runs/wm-ego$MEMORY-figures}
 STAGE=${STAGE:-all}
 DATA=data/pushcubeego_train.hdf5
 stage() { [[ $STAGE == all || $STAGE == "$1" ]]; }
+dynamics() {  # dynamics <run> <init> <steps> <lr> <revisit fraction>
+  local init=(--init-from "$2")
+  [[ -d "$1/latest" ]] && init=(--resume)
+  OMP_NUM_THREADS=1 wmsuite train-wm --data $DATA --out "$1" "${init[@]}" --stage dynamics --model.camera ego \
+      --model.memory-frames "$MEMORY" --dynamics.steps "$3" --dynamics.lr "$4" --revisit-fraction "$5" \
+      --dynamics.save-every 250 --seed 1
+}
 mkdir -p "$OUT"
 if stage data; then bash experiments/scripts/pushcubeego_data.sh; fi
-if stage dynamics; then
-  INIT=(--init-from "${INIT:-assets:wm/pushcube}")
-  [[ -d "$RUN/latest" ]] && INIT=(--resume)
-  OMP_NUM_THREADS=1 wmsuite train-wm --data $DATA --out "$RUN" "${INIT[@]}" --stage dynamics --model.camera ego \
-      --model.memory-frames "$MEMORY" --dynamics.steps "${STEPS:-6000}" --dynamics.lr "${LR:-3e-4}" \
-      --revisit-fraction "${REVISIT:-0}" \
-      --dynamics.save-every 250 --seed 1
+if stage dynamics; then dynamics "$RUN" "${INIT:-assets:wm/pushcube}" "${STEPS:-6000}" "${LR:-3e-4}" 0; fi
+if stage revisit; then dynamics "$RUN-rv" "$RUN/latest" 2000 2e-4 0.5; fi
+if stage select; then
+  for run in "$RUN" "$RUN-rv"; do
+    OMP_NUM_THREADS=${THREADS:-1} wmsuite eval-wm --wm "$run" --data data/pushcubeego_val.hdf5 \
+        --horizons 1 8 16 --out "$OUT/select-$(basename "$run")"
+  done
 fi
 if stage heads; then
-  OMP_NUM_THREADS=${THREADS:-1} wmsuite train-wm --data $DATA --out "$RUN" --stage heads --model.sampling-steps 3 \
+  OMP_NUM_THREADS=${THREADS:-1} wmsuite train-wm --data $DATA --out "$FINAL" --stage heads --model.sampling-steps 3 \
       --heads-train.steps 1500 --heads.labels real --seed 1
 fi
 if stage export; then
-  python -m wmsuite.world_models.export "$RUN" "$DST" --sampling-steps 3 --env-id wmsuite/PushCubeEgo-v0
+  python -m wmsuite.world_models.export "$FINAL" "$DST" --sampling-steps 3 --env-id wmsuite/PushCubeEgo-v0
 fi
 if stage fidelity; then
-  OMP_NUM_THREADS=2 wmsuite eval-wm --wm "$DST" --data data/pushcubeego_heldout.hdf5 \
+  OMP_NUM_THREADS=${THREADS:-2} wmsuite eval-wm --wm "$DST" --data data/pushcubeego_heldout.hdf5 \
       --horizons 4 8 16 32 64 128 --out "$OUT/eval-wm"
 fi
 if stage eval; then
   for split in validation test; do
-    wmsuite eval --num-envs 16 --env wmsuite/PushCubeEgo-v0 --wm "$DST" --zoo assets:zoo/pushcubeego.json --split $split \
-        --videos 0 --out "$OUT/eval-$split"
+    OMP_NUM_THREADS=${THREADS:-2} wmsuite eval --num-envs 16 --env wmsuite/PushCubeEgo-v0 --wm "$DST" \
+        --zoo assets:zoo/pushcubeego.json --split $split --videos 0 --out "$OUT/eval-$split"
   done
 fi

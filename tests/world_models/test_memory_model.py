@@ -205,6 +205,7 @@ def test_revisit_figures_score_a_model_and_its_no_memory_baseline_on_the_same_fr
     figures = {m: revisit_fidelity(_model(episodes, m), episodes, GEOMETRY, slice(0, 2), gap=20) for m in (0, 2)}
     for key in ("revisit_frames", "first_visit_frames"):
         assert figures[0][key] == figures[2][key] > 0
+        assert 0 <= figures[2][key.replace("_frames", "_in_view_frames")] <= figures[2][key]
     assert all(np.isfinite(figures[m]["revisit_psnr"]) for m in (0, 2))
     # the command: written to metrics.json for a model with memory
     data = tmp_path / "ego.hdf5"
@@ -296,3 +297,28 @@ def test_train_wm_refuses_shares_of_the_batch_that_add_up_to_more_than_one():
         TrainWMConfig(data="x.hdf5", out="out", moving_fraction=0.5, revisit_fraction=0.6)
     with pytest.raises(ValueError, match="revisit_fraction is a share"):
         TrainWMConfig(data="x.hdf5", out="out", revisit_fraction=1.5)
+
+
+def test_the_object_is_in_view_where_the_real_camera_shows_it():
+    """The frames revisit figures count as showing the object (its true xy projected into the camera
+    posed from agent_pos) against the real renderer: every such frame shows red cube pixels, and a
+    frame that shows some but is not counted has the cube at the view's edge (rare)."""
+    from wmsuite.envs.base import red_mask
+    from wmsuite.envs.experts import make_expert
+    from wmsuite.eval_harness.revisits import _object_in_view
+    from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+
+    env = make_vector_env("wmsuite/PushCubeEgo-v0", 1, asynchronous=False,
+                          env_kwargs={"image_size": 64, "cameras": ("ego",), "max_episode_steps": 60})
+    episodes = list(rollout(make_expert("wmsuite/PushCubeEgo-v0", skill=1.0, seed=0), env,
+                            RolloutConfig(episodes=2, seed=0, progress=False)))
+    env.close()
+    geometry = memory_geometry("wmsuite/PushCubeEgo-v0", "ego")
+    shown, counted = [], []
+    for ep in episodes:
+        counted.append(_object_in_view(ep, geometry, slice(0, 2), 64))
+        shown.append(red_mask(ep.obs["ego"].astype(int)).any(axis=(1, 2)))
+    shown, counted = np.concatenate(shown), np.concatenate(counted)
+    assert counted.any() and (~counted).any()  # the expert's camera leaves the cube and comes back
+    assert shown[counted].all()
+    assert (shown == counted).mean() >= 0.95
