@@ -63,7 +63,14 @@
   episode counts as (`wmsuite eval` measures it both as a failure and as an abstention).
 - A model with a spatial memory (memory_frames > 0) gets `memory_geometry`, the task's moving camera:
   each sub-env keeps its episode's memory (latent_memory.LatentMemory), fed the real start frame and every
-  generated frame posed by the heads' agent position, and each chunk sees the frames it retrieves.
+  generated frame posed by the episode's agent position (below), and each chunk sees the frames it retrieves.
+- `agent_advance` ((n, D) agent_pos, (n, j, A) actions -> (n, d <= D): where the actions take the agent;
+  the task probe's `moving_camera_advance`): the agent position is dead-reckoned from the real start by
+  the commanded motion instead of read off the generated frames by the heads. For a camera that rides
+  on the agent, whose frames show the agent at the same place whatever its position on the table, the
+  heads can only guess it; the tracked judge's reach and the memory's poses need it. Such a frame shows
+  an object's place relative to the camera, so the objects the judge tracks (`tracking`) are read as
+  the heads' object less the heads' agent, plus the dead-reckoned agent. None: the heads' readings.
 - Sampling noise comes from one generator seeded with `seed`, reseeded by a reset with an int seed
   or a full reset with a list of seeds, so the same seeds give the same imagined episodes.
   `noise_seed` (0: none) is mixed into every such seeding: the same starts imagined again with
@@ -114,7 +121,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                  round_trip: bool = False, idm_stop: float | None = None,
                  start_reading: slice | None = None, round_trip_model: LatentWorldModel | None = None,
                  memory_geometry: MemoryGeometry | None = None, novelty: PatchNovelty | None = None,
-                 noise_seed: int = 0) -> None:
+                 noise_seed: int = 0, agent_advance: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+                 ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if horizon < 1:
@@ -133,6 +141,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             raise ValueError("judge 'latched' needs ObjectTracking.grasp_action (the task probe's grasp_action): "
                              "this task's agent has no gripper command to latch a grasp on")
         self.success_fn, self.judge, self.tracking = success_fn, judge, tracking
+        self.agent_advance = agent_advance
         if static_state is not None and not range(model.cfg.env_state_dim)[static_state]:
             raise ValueError(f"static_state {static_state} picks no entry of the model's "
                              f"{model.cfg.env_state_dim}-d environment_state")
@@ -201,6 +210,30 @@ class WorldModelEnv(gym.vector.VectorEnv):
         # the spatial memory of each sub-env's episode (memory.py), for a model that reads one
         self.memory = LatentMemory(model, memory_geometry, num_envs) if model.cfg.memory_frames else None
 
+    def _dead_reckoned(self, actions: np.ndarray) -> np.ndarray | None:
+        """(n, H, A) the chunk's actions -> (n, H, D) the agent position after each of them, by
+        `agent_advance` from the current one (None without agent_advance)."""
+        if self.agent_advance is None:
+            return None
+        out = np.repeat(self._agent_pos[:, None].astype(np.float64), actions.shape[1], axis=1)  # (n, H, D)
+        for j in range(actions.shape[1]):
+            moved = np.asarray(self.agent_advance(self._agent_pos, actions[:, : j + 1]), np.float64)  # (n, d)
+            out[:, j, : moved.shape[-1]] = moved
+        return out
+
+    def _anchored(self, env_state: np.ndarray, read_agent: np.ndarray, planned: np.ndarray) -> np.ndarray:
+        """The objects' positions the heads read off frames of a camera riding on the agent, moved by
+        where the agent is (dead-reckoned, `planned`) less where the heads put it: such a frame shows an
+        object's place relative to the camera, not on the table, so the heads' reading of the agent and
+        of an object are off by the same amount. env_state (n, H, E), read_agent and planned (n, H, D)."""
+        xy = self.tracking.agent_xy
+        offset = planned[..., xy] - read_agent[..., xy]  # (n, H, d)
+        out = env_state.copy()
+        for sl in (self.tracking.object_xy, *self.tracking.others_xy):
+            k = min(offset.shape[-1], len(range(out.shape[-1])[sl]))
+            out[..., sl][..., :k] += offset[..., :k]
+        return out
+
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
@@ -263,6 +296,9 @@ class WorldModelEnv(gym.vector.VectorEnv):
                              f"got {tuple(act.shape)}")
         act = act.clamp(float(self.single_action_space.low.min()), float(self.single_action_space.high.max()))
         model, before = self.model, self.state
+        planned = self._dead_reckoned(act.cpu().numpy())  # (n, H, D), or None: the heads' reading
+        if self.memory is not None:
+            self.memory.planned = planned  # the chunk's frames are posed there
         with torch.no_grad():
             lat, self.state = rollout(model, before, act, FORWARD, self.sampling_steps, self._gen,
                                       self.memory)  # (n, H, C, s, s)
@@ -271,13 +307,16 @@ class WorldModelEnv(gym.vector.VectorEnv):
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
             fired = {"head": (prob > self.success_threshold).cpu().numpy()}  # judge -> (n, H) bool
             env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
+            if planned is not None and self.tracking is not None:
+                env_state = self._anchored(env_state, heads["agent_pos"].cpu().numpy(), planned)
             believed = {}  # judge -> its object positions (n, H, E)
             if self.static_state is not None:
                 env_state[..., self.static_state] = self._start_state[:, None, self.static_state]
             if self.success_fn is not None:
                 fired["state"] = np.asarray(self.success_fn(env_state), bool).reshape(prob.shape)
                 fired["both"] = fired["head"] & fired["state"]
-                read_agent, chunk_actions = heads["agent_pos"].cpu().numpy(), act.cpu().numpy()  # (n, H, D), (n, H, A)
+                read_agent = heads["agent_pos"].cpu().numpy() if planned is None else planned  # (n, H, D)
+                chunk_actions = act.cpu().numpy()  # (n, H, A)
                 for name, tracker in self._trackers.items():
                     believed[name] = tracker.update(read_agent, env_state, chunk_actions)
                     fired[name] = np.asarray(self.success_fn(believed[name]), bool).reshape(prob.shape)
@@ -289,7 +328,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             frame = frames[rows, first]  # (n, 3M, S, S): the observed one
             reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
-        agent_pos = heads["agent_pos"].cpu().numpy().astype(np.float32)  # (n, H, D)
+        agent_pos = (heads["agent_pos"].cpu().numpy() if planned is None else planned).astype(np.float32)  # (n, H, D)
         seen = believed.get(self.judge, env_state).astype(np.float32)  # (n, H, E)
         picked = (np.arange(self.num_envs), first.cpu().numpy())
         self._agent_pos, self._env_state = agent_pos[picked], seen[picked]

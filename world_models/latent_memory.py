@@ -143,6 +143,9 @@ class LatentMemory:
         self.t = np.zeros(rows, np.int64)  # index of each row's newest frame
         self.newest_pos: list[np.ndarray | None] = [None] * rows  # each row's newest agent_pos (D,)
         self.last_heads: dict[str, torch.Tensor] = {}  # the heads' readings of the last frames observed
+        self.planned: np.ndarray | None = None
+        """(B, H, D) where the next observed chunk's frames were taken, when the caller knows (a learned
+        simulator dead-reckoning its agent, world_models/env.py); used by that observe only."""
 
     def reset(self, rows: Sequence[int], latents: torch.Tensor, agent_pos: np.ndarray) -> None:
         """New episodes in `rows`: their real start frames (m, C, s, s) at agent positions (m, D)."""
@@ -153,14 +156,15 @@ class LatentMemory:
             self._offer(row, latents[j], np.asarray(agent_pos[j]))
 
     def observe(self, latents: torch.Tensor, rows: Sequence[int] | None = None) -> None:
-        """Offer each row's newly generated frames (B, H, C, s, s), posed by the heads' agent_pos (or
-        by `poses`). The heads' readings stay in `last_heads`, so a caller that needs them too need not
+        """Offer each row's newly generated frames (B, H, C, s, s), posed by `planned` where the caller
+        set it, else by the heads' agent_pos (or by `poses`). The heads' readings stay in `last_heads`, so a caller that needs them too need not
         run them again."""
         if self.poses is not None:
             self.last_heads, pos = {}, np.asarray(self.poses(latents))  # (B, H, D)
         else:
             self.last_heads = self.model.predict_heads(latents)  # each (B, H, ...)
-            pos = self.last_heads["agent_pos"].cpu().numpy()  # (B, H, D)
+            pos = self.last_heads["agent_pos"].cpu().numpy() if self.planned is None else self.planned  # (B, H, D)
+        self.planned = None
         for j, row in enumerate(range(len(self.bank)) if rows is None else rows):
             for h in range(latents.shape[1]):
                 self.append(row, latents[j, h], pos[j, h])

@@ -31,7 +31,8 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          idm_stop: float | None = None, start_reading: slice | None = None,
                          round_trip_model: LatentWorldModel | None = None,
                          memory_geometry: MemoryGeometry | None = None, novelty: PatchNovelty | None = None,
-                         noise_seed: int = 0, env_kwargs: dict[str, Any] | None = None) -> WorldModelEnv:
+                         noise_seed: int = 0, env_kwargs: dict[str, Any] | None = None,
+                         agent_advance: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> WorldModelEnv:
     """The learned simulator of the registered Gymnasium env `env_id`, from a world-model checkpoint.
 
     path: a checkpoint or training-run directory (`load_world_model`), or a model already loaded, so
@@ -39,7 +40,7 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
     steps (chunks, rounded up), and every reset takes its context from a real env of that id
     (`gymnasium.make(env_id, **env_kwargs)`) reset with the same seed. `success_fn`, `judge`, `tracking`,
     `static_state`, `round_trip`, `idm_stop`, `start_reading`, `round_trip_model`, `memory_geometry`,
-    `novelty`, `noise_seed`: see the module docstring (the caller fills them in from the task probe). world_models never imports wmsuite.envs: the caller
+    `novelty`, `noise_seed`, `agent_advance`: see the module docstring (the caller fills them in from the task probe). world_models never imports wmsuite.envs: the caller
     registers the id first (`import wmsuite.envs` for wmsuite's own tasks).
     """
     try:
@@ -62,4 +63,5 @@ def make_world_model_env(path: str | Path | LatentWorldModel, env_id: str, num_e
                          seed=seed, success_fn=success_fn, judge=judge, tracking=tracking,
                          static_state=static_state, round_trip=round_trip, idm_stop=idm_stop,
                          start_reading=start_reading, round_trip_model=round_trip_model,
-                         memory_geometry=memory_geometry, novelty=novelty, noise_seed=noise_seed)
+                         memory_geometry=memory_geometry, novelty=novelty, noise_seed=noise_seed,
+                         agent_advance=agent_advance)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "wm"
 
@@ -48,4 +49,42 @@ def test_the_shipped_memory_model_steps_the_task_and_resets_its_memory_per_episo
     env.reset(seed=[5, 6], options={"reset_mask": np.array([True, False])})
     assert env.memory.t.tolist() == [0, 2 * model.cfg.chunk] and list(env.memory.bank[0].keyframes) == [0]
     assert len(env.memory.bank[1]) == kept
+    env.close()
+
+
+def test_the_learned_simulator_dead_reckons_the_agent_the_riding_camera_cannot_show():
+    """With the probe's moving_camera_advance, the imagined agent is where the actions command it, which
+    is within a few centimetres of the real pusher under the same actions, and the tracked cube is the
+    heads' cube relative to the heads' agent, placed at the dead-reckoned agent (or held where the agent
+    is out of reach)."""
+    import gymnasium as gym
+
+    import wmsuite.envs  # noqa: F401  (registers the id)
+    from wmsuite.envs.probes import get_probe
+    from wmsuite.world_models import ObjectTracking, load_world_model, make_world_model_env
+
+    probe = get_probe("wmsuite/PushCubeEgo-v0")
+    model = load_world_model("assets:wm/pushcubeego-nomem")
+    env = make_world_model_env(model, probe.env_id, 1, seed=0, judge="tracked", success_fn=probe.success_from_env_state,
+                               tracking=ObjectTracking.from_probe(probe), static_state=probe.static_state,
+                               agent_advance=probe.moving_camera_advance)
+    real = gym.make(probe.env_id)
+    obs, _ = env.reset(seed=[3])
+    real_obs, _ = real.reset(seed=3)
+    np.testing.assert_array_equal(obs["agent_pos"][0], real_obs["agent_pos"])
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        chunk = rng.uniform(-1, 1, env.single_action_space.shape).astype(np.float32)  # (H, 2)
+        expected = probe.moving_camera_advance(obs["agent_pos"][0], chunk)
+        obs, _, _, _, info = env.step(chunk[None])
+        for action in chunk:
+            real_obs, *_ = real.step(action)
+        np.testing.assert_allclose(obs["agent_pos"][0], expected, atol=1e-6)  # the commanded motion, exactly
+        assert np.linalg.norm(obs["agent_pos"][0] - real_obs["agent_pos"]) < 0.05
+    with torch.no_grad():
+        read = model.predict_heads(env.state.context[:, -1:])  # the newest frame's readings, (1, 1, ...)
+    cube = read["environment_state"][0, 0, :2].numpy() - read["agent_pos"][0, 0, :2].numpy() + obs["agent_pos"][0]
+    if np.linalg.norm(cube - env._trackers["tracked"].positions[0, 0]) > 1e-5:  # held: the agent was out of reach
+        assert np.linalg.norm(obs["agent_pos"][0] - env._trackers["tracked"].positions[0, 0]) > probe.reach
+    real.close()
     env.close()

@@ -265,7 +265,10 @@ class EnvFactory:
                                     round_trip_model=self.round_trip_model, env_kwargs=self.env_kwargs,
                                     novelty=self.novelty, noise_seed=cfg.noise_seed,
                                     memory_geometry=memory_geometry(cfg.env, self.model.cfg.camera)
-                                    if self.model.cfg.memory_frames else None)
+                                    if self.model.cfg.memory_frames else None,
+                                    # a camera riding on the agent cannot show where it is: dead-reckon it
+                                    agent_advance=probe.moving_camera_advance if probe is not None
+                                    and probe.moving_camera == self.model.cfg.camera else None)
 
 
 def calibrated_trust(cfg: EvalConfig, chunk: int, wm_digest: str) -> CalibratedTrust | None:
