@@ -206,6 +206,8 @@ def test_revisit_figures_score_a_model_and_its_no_memory_baseline_on_the_same_fr
     for key in ("revisit_frames", "first_visit_frames"):
         assert figures[0][key] == figures[2][key] > 0
         assert 0 <= figures[2][key.replace("_frames", "_in_view_frames")] <= figures[2][key]
+        relative = figures[2][key.replace("_frames", "_relative_object_error")]
+        assert (relative is None) == (figures[2][key.replace("_frames", "_in_view_frames")] == 0)
     assert all(np.isfinite(figures[m]["revisit_psnr"]) for m in (0, 2))
     # the command: written to metrics.json for a model with memory
     data = tmp_path / "ego.hdf5"

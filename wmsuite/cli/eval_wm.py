@@ -20,9 +20,10 @@ the world model generates another camera than the one the detector reads.
 On a task whose camera moves with the agent (its probe names the moving camera, PushCubeEgo) and a
 model of that camera, the figures gain the revisit figures of wmsuite/eval_harness/revisits.py,
 whether or not the model reads a spatial memory (so a model and its no-memory baseline compare):
-revisit_psnr, first_visit_psnr, revisit_object_error, first_visit_object_error (and the same over
-the frames that show the object, *_object_error_in_view), revisit_frames, first_visit_frames (one
-chunk from real context at every window; --revisit-gap frames away counts as left).
+revisit_psnr, first_visit_psnr, revisit_object_error, first_visit_object_error, the object's
+position relative to the agent on the frames that show it (*_relative_object_error), revisit_frames,
+first_visit_frames (one chunk from real context at every window; --revisit-gap frames away counts as
+left).
 
 With --replays, the real simulator replays every episode's actions from the starts whose first frame
 is identical to the episode's (wmsuite/eval_harness/replays.py) and the figures gain
@@ -192,8 +193,9 @@ def _print(m: dict) -> None:
         print(f"one chunk from real context: revisits ({m['revisit_frames']} frames, away > {m['revisit_gap']}) "
               f"PSNR {_f(m['revisit_psnr'])} dB, object {_m(m['revisit_object_error'])}; first visits "
               f"({m['first_visit_frames']}) PSNR {_f(m['first_visit_psnr'])} dB, object {_m(m['first_visit_object_error'])}")
-        print(f"  object in view: revisits ({m['revisit_in_view_frames']} frames) {_m(m['revisit_object_error_in_view'])}; "
-              f"first visits ({m['first_visit_in_view_frames']}) {_m(m['first_visit_object_error_in_view'])}")
+        print(f"  object relative to the agent, frames that show it: revisits ({m['revisit_in_view_frames']}) "
+              f"{_m(m['revisit_relative_object_error'])}; first visits ({m['first_visit_in_view_frames']}) "
+              f"{_m(m['first_visit_relative_object_error'])}")
     if m.get("success_agreement_ceiling") is not None:
         print(f"real simulator from frame-identical starts ({m['replay_nudges']} nudges tried, median "
               f"{np.median(m['replay_identical_starts']):.1f} identical): {_r(m['replay_flip_rate_successes'])} of "
