@@ -268,7 +268,8 @@ def test_train_wm_init_from_adds_a_camera(pushcube_file, tmp_path, capsys):
     assert main(["train-wm", "--data", str(two), "--out", str(other), "--init-from", str(first),
                  "--model.camera", "side", "--stage", "dynamics", "--dynamics.steps", "1",
                  "--dynamics.batch-size", "4"]) == 0
-    assert "adding cameras" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "adding cameras" not in out and "now read 'side'" in out
     model = load_world_model(other / "latest")
     assert model.cfg.camera == "side" and model.codec.cfg.cameras == 1
 

@@ -292,6 +292,9 @@ def _dynamics_model(cfg: TrainWMConfig, trainer: Trainer, episodes: list, out: P
         frames = torch.cat(episode_frames(episodes, cfg.model.camera))  # (N, 3 M, S, S): the new cameras' statistics
         codec = widened_codec(source.codec, len(camera_names(cfg.model.camera)), frames)
         print(f"adding cameras to {cfg.init_from}: {source.cfg.camera} -> {cfg.model.camera}")
+    elif source and cfg.model.camera and camera_names(cfg.model.camera) != camera_names(source.cfg.camera):
+        print(f"note: {cfg.init_from} saw {source.cfg.camera!r}; its weights and codec statistics now read "
+              f"{cfg.model.camera!r} as they read their own (a plain warm start)")
     model = build_model(episodes, cfg.model, codec)
     print(f"world model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters; {asdict(model.cfg)}")
     if source:
