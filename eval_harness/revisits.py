@@ -57,7 +57,7 @@ def revisit_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], geome
     data = LatentWindows(episodes, latents, k, h, model.cfg.instruction_buckets, model.cfg.memory_frames,
                          geometry if model.cfg.memory_frames else None, size, model.codec.padded_size)
     labels = revisit_labels(episodes, geometry, gap)
-    in_view = [_object_in_view(ep, geometry, object_xy, size) for ep in episodes]
+    in_view = [object_in_view(ep, geometry, object_xy, size) for ep in episodes]
     gen = torch.Generator().manual_seed(seed)
     scores: dict[str, list[float]] = {f"{name}_{figure}": [] for name in ("revisit", "first_visit")
                                       for figure in ("psnr", "object_error", "relative_object_error")}
@@ -97,7 +97,7 @@ def revisit_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], geome
     return out
 
 
-def _object_in_view(episode: Episode, geometry: MemoryGeometry, object_xy: slice, size: int) -> np.ndarray:
+def object_in_view(episode: Episode, geometry: MemoryGeometry, object_xy: slice, size: int) -> np.ndarray:
     """(T+1,) bool: the object's true (x, y) on the ground plane lies within the moving camera's view at
     each frame (the camera posed from the frame's agent_pos, as the revisit labels are)."""
     poses = np.asarray(geometry.pose_fn(episode.state), np.float64)  # (T+1, 4, 4)

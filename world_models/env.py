@@ -97,7 +97,7 @@ from wmsuite.world_models.contexts import ContextSource, Observation
 from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry
 from wmsuite.world_models.model import FORWARD, LatentWorldModel
 from wmsuite.world_models.rollout import WorldModelState, rollout
-from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
+from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking, anchored, dead_reckoned
 from wmsuite.world_models.trust import check_backward_model, round_trip_error, start_reading_error
 
 if TYPE_CHECKING:  # the bank is only called; `python -m wmsuite.world_models.novelty` runs it as __main__
@@ -210,30 +210,6 @@ class WorldModelEnv(gym.vector.VectorEnv):
         # the spatial memory of each sub-env's episode (memory.py), for a model that reads one
         self.memory = LatentMemory(model, memory_geometry, num_envs) if model.cfg.memory_frames else None
 
-    def _dead_reckoned(self, actions: np.ndarray) -> np.ndarray | None:
-        """(n, H, A) the chunk's actions -> (n, H, D) the agent position after each of them, by
-        `agent_advance` from the current one (None without agent_advance)."""
-        if self.agent_advance is None:
-            return None
-        out = np.repeat(self._agent_pos[:, None].astype(np.float64), actions.shape[1], axis=1)  # (n, H, D)
-        for j in range(actions.shape[1]):
-            moved = np.asarray(self.agent_advance(self._agent_pos, actions[:, : j + 1]), np.float64)  # (n, d)
-            out[:, j, : moved.shape[-1]] = moved
-        return out
-
-    def _anchored(self, env_state: np.ndarray, read_agent: np.ndarray, planned: np.ndarray) -> np.ndarray:
-        """The objects' positions the heads read off frames of a camera riding on the agent, moved by
-        where the agent is (dead-reckoned, `planned`) less where the heads put it: such a frame shows an
-        object's place relative to the camera, not on the table, so the heads' reading of the agent and
-        of an object are off by the same amount. env_state (n, H, E), read_agent and planned (n, H, D)."""
-        xy = self.tracking.agent_xy
-        offset = planned[..., xy] - read_agent[..., xy]  # (n, H, d)
-        out = env_state.copy()
-        for sl in (self.tracking.object_xy, *self.tracking.others_xy):
-            k = min(offset.shape[-1], len(range(out.shape[-1])[sl]))
-            out[..., sl][..., :k] += offset[..., :k]
-        return out
-
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
@@ -296,7 +272,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
                              f"got {tuple(act.shape)}")
         act = act.clamp(float(self.single_action_space.low.min()), float(self.single_action_space.high.max()))
         model, before = self.model, self.state
-        planned = self._dead_reckoned(act.cpu().numpy())  # (n, H, D), or None: the heads' reading
+        planned = None if self.agent_advance is None else dead_reckoned(
+            self.agent_advance, self._agent_pos, act.cpu().numpy())  # (n, H, D), or None: the heads' reading
         if self.memory is not None:
             self.memory.planned = planned  # the chunk's frames are posed there
         with torch.no_grad():
@@ -308,7 +285,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             fired = {"head": (prob > self.success_threshold).cpu().numpy()}  # judge -> (n, H) bool
             env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
             if planned is not None and self.tracking is not None:
-                env_state = self._anchored(env_state, heads["agent_pos"].cpu().numpy(), planned)
+                env_state = anchored(self.tracking, env_state, heads["agent_pos"].cpu().numpy(), planned)
             believed = {}  # judge -> its object positions (n, H, E)
             if self.static_state is not None:
                 env_state[..., self.static_state] = self._start_state[:, None, self.static_state]

@@ -18,10 +18,15 @@ as real objects can:
 
 `ObjectTracker` advances these positions frame by frame for a batch of sub-envs; the env runs one per
 judge, and the probe tests run it on a real simulator's states (where it must keep every real outcome).
+
+For a camera that rides on the agent the heads cannot say where the agent is (its frames show it at
+the same place wherever it is): `dead_reckoned` moves it by the commanded motion instead, and
+`anchored` places the objects the heads read relative to the camera at that agent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,3 +163,28 @@ def track_episode(tracking: ObjectTracking, agent_pos: np.ndarray, env_state: np
     tracker.reset(np.zeros(1, int), env_state[:1])
     believed = tracker.update(agent_pos[None, 1:], env_state[None, 1:], actions[None])[0]  # (T, E)
     return np.concatenate([env_state[:1], believed])
+
+
+def dead_reckoned(advance: Callable[[np.ndarray, np.ndarray], np.ndarray], agent_pos: np.ndarray,
+                  actions: np.ndarray) -> np.ndarray:
+    """agent_pos (n, D), a chunk's actions (n, H, A) -> (n, H, D) the agent after each action, by
+    `advance` ((n, D), (n, j, A) -> (n, d <= D): where the actions command the agent) from agent_pos."""
+    out = np.repeat(np.asarray(agent_pos, np.float64)[:, None], actions.shape[1], axis=1)  # (n, H, D)
+    for j in range(actions.shape[1]):
+        moved = np.asarray(advance(agent_pos, actions[:, : j + 1]), np.float64)  # (n, d)
+        out[:, j, : moved.shape[-1]] = moved
+    return out
+
+
+def anchored(tracking: ObjectTracking, env_state: np.ndarray, read_agent: np.ndarray,
+             planned: np.ndarray) -> np.ndarray:
+    """The tracked objects' positions the heads read off frames of a camera riding on the agent, moved
+    by where the agent is (`planned`, dead-reckoned) less where the heads put it: such a frame shows an
+    object's place relative to the camera, so the heads' readings of the agent and of an object are off
+    by the same amount. env_state (n, H, E), read_agent and planned (n, H, D) -> (n, H, E)."""
+    offset = planned[..., tracking.agent_xy] - read_agent[..., tracking.agent_xy]  # (n, H, d)
+    out = env_state.copy()
+    for sl in (tracking.object_xy, *tracking.others_xy):
+        k = min(offset.shape[-1], len(range(out.shape[-1])[sl]))
+        out[..., sl][..., :k] += offset[..., :k]
+    return out

@@ -27,7 +27,7 @@ import torch
 from wmsuite.cli.common import memory_geometry
 from wmsuite.data.hdf5 import read_episodes
 from wmsuite.envs.probes import get_probe
-from wmsuite.eval_harness.revisits import _object_in_view
+from wmsuite.eval_harness.revisits import object_in_view
 from wmsuite.world_models import load_world_model
 
 ENV_ID = "wmsuite/PushCubeEgo-v0"
@@ -49,7 +49,7 @@ def main() -> None:
             heads = model.predict_heads(lat[None])  # each (1, T+1, ...)
         agent, cube = heads["agent_pos"][0, :, :2].numpy(), heads["environment_state"][0, :, probe.object_xy].numpy()
         true_agent, true_cube = ep.state[:, :2], ep.env_state[:, probe.object_xy]
-        seen = _object_in_view(ep, geometry, probe.object_xy, size)
+        seen = object_in_view(ep, geometry, probe.object_xy, size)
         figures["agent_error"].append(np.linalg.norm(agent - true_agent, axis=1))
         figures["cube_error_in_view"].append(np.linalg.norm(cube - true_cube, axis=1)[seen])
         figures["relative_error_in_view"].append(np.linalg.norm((cube - agent) - (true_cube - true_agent), axis=1)[seen])

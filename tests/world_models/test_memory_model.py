@@ -307,7 +307,7 @@ def test_the_object_is_in_view_where_the_real_camera_shows_it():
     frame that shows some but is not counted has the cube at the view's edge (rare)."""
     from wmsuite.envs.base import red_mask
     from wmsuite.envs.experts import make_expert
-    from wmsuite.eval_harness.revisits import _object_in_view
+    from wmsuite.eval_harness.revisits import object_in_view
     from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
 
     env = make_vector_env("wmsuite/PushCubeEgo-v0", 1, asynchronous=False,
@@ -318,7 +318,7 @@ def test_the_object_is_in_view_where_the_real_camera_shows_it():
     geometry = memory_geometry("wmsuite/PushCubeEgo-v0", "ego")
     shown, counted = [], []
     for ep in episodes:
-        counted.append(_object_in_view(ep, geometry, slice(0, 2), 64))
+        counted.append(object_in_view(ep, geometry, slice(0, 2), 64))
         shown.append(red_mask(ep.obs["ego"].astype(int)).any(axis=(1, 2)))
     shown, counted = np.concatenate(shown), np.concatenate(counted)
     assert counted.any() and (~counted).any()  # the expert's camera leaves the cube and comes back
