@@ -22,7 +22,8 @@ from wmsuite.world_models import WORLD_MODELS, WorldModelConfig, resolve_checkpo
 def export_model(src: str | Path, dst: str | Path, half: bool = True, extra: dict | None = None,
                  sampling_steps: int | None = None, env_id: str | None = None) -> Path:
     """Write `dst` from `src`; `sampling_steps` replaces the checkpoint's default number of Euler steps;
-    `env_id` (a registered Gymnasium id) names the task the model simulates in its config.json."""
+    `env_id` (a registered Gymnasium id) names the task the model simulates in its config.json. A model
+    card (README.md) already at `dst` is kept: re-exporting a shipped model must not erase its card."""
     if env_id is not None:
         try:
             checked_env_id(env_id)  # the core's check (wmsuite's ids registered on the way)
@@ -36,7 +37,12 @@ def export_model(src: str | Path, dst: str | Path, half: bool = True, extra: dic
     buffers = {"state_mean", "state_std", "env_state_mean", "env_state_std", "codec.latent_mean", "codec.latent_std"}
     out = {k: (v.half() if half and v.is_floating_point() and k not in buffers else v) for k, v in tensors.items()}
     config = {**config, "exported_from": str(src), "weights_dtype": "float16" if half else "float32", **(extra or {})}
-    return save_checkpoint(dst, out, config)
+    card = Path(dst) / "README.md"
+    kept = card.read_text() if card.is_file() else None
+    path = save_checkpoint(dst, out, config)
+    if kept is not None:
+        (Path(path) / "README.md").write_text(kept)
+    return path
 
 
 def main() -> None:

@@ -6,7 +6,11 @@ those readings fires. The "tracked" and "latched" judges apply the rule to posit
 as real objects can:
 
 - tracked: an object's reading is believed only on frames where the agent is within `reach` of where
-  the object was; elsewhere the object stays put (objects do not move untouched).
+  the object was; elsewhere the object stays put (objects do not move untouched). With `reacquire` = k,
+  a reading that puts the object within reach of the agent on k frames in a row is believed as well:
+  the judge finds a push the frames show again after a few bad readings sent its belief astray (a
+  riding camera's frames misplace the object just as the agent goes round it), while one frame that
+  draws the object beside the agent cannot teleport it.
 - latched: the same, and a grasp holds. On the frame whose gripper command closes (after one that
   opened) with the agent within reach of the object, the object is latched to the agent until a
   command opens the gripper: it takes its reading where that is within reach of the agent, and is
@@ -58,6 +62,9 @@ class ObjectTracking:
     frames whose fingers read at least `hold_gap` apart. None: the grasp holds until the command opens."""
     hold_gap: float = 0.0
     """Metres the fingers read apart while they hold the object (used with `fingers`)."""
+    reacquire: int = 0
+    """Frames in a row on which a reading must put an object within `reach` of the agent, while the agent
+    is out of reach of where the judge believes it, for the judge to believe that reading (0: never)."""
 
     def __post_init__(self) -> None:
         if not self.reach > 0:
@@ -66,6 +73,8 @@ class ObjectTracking:
         if len(sizes) != 1:
             raise ValueError("agent_xy, object_xy and others_xy must name positions of one size (all (x, y) "
                              f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
+        if not (isinstance(self.reacquire, int) and self.reacquire >= 0):
+            raise ValueError(f"reacquire must be a whole number of frames >= 0 (0: never), got {self.reacquire!r}")
         if self.grasp_action is not None and self.grasp_action < 0:
             raise ValueError(f"grasp_action must index the action (>= 0), got {self.grasp_action}")
         if self.fingers is not None and (self.grasp_action is None or not self.hold_gap > 0
@@ -76,10 +85,11 @@ class ObjectTracking:
     @classmethod
     def from_probe(cls, probe: Any) -> ObjectTracking:
         """What a task probe (wmsuite.envs.probes.TaskProbe, which this package never imports) says the
-        judges compare: its `tracked` slices, `reach`, `grasp_action`, `fingers` and `hold_gap`."""
+        judges compare: its `tracked` slices, `reach`, `grasp_action`, `fingers`, `hold_gap` and `reacquire`."""
         agent, (held, *others) = probe.tracked
         return cls(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others),
-                   grasp_action=probe.grasp_action, fingers=probe.fingers, hold_gap=probe.hold_gap)
+                   grasp_action=probe.grasp_action, fingers=probe.fingers, hold_gap=probe.hold_gap,
+                   reacquire=probe.reacquire)
 
     @property
     def dims(self) -> int:
@@ -115,12 +125,14 @@ class ObjectTracker:
         self.held = np.zeros(num_envs, bool)  # latched: the fingers hold the manipulated object
         self.offset = np.zeros((num_envs, tracking.dims), np.float32)  # held: object - agent, as last read within reach
         self.closed = np.zeros(num_envs, bool)  # the last command closed the gripper
+        self.sighted = np.zeros((num_envs, len(tracking.objects_xy)), np.int64)  # (n, O) frames in a row read beside an agent out of reach
 
     def reset(self, rows: np.ndarray, env_state: np.ndarray) -> None:
         """Start `rows` (m,) from their real states env_state (m, E): objects where they are, gripper open
         (every task starts with it open), nothing held."""
         self.positions[rows] = np.stack([env_state[:, xy] for xy in self.tracking.objects_xy], 1)
         self.held[rows] = self.closed[rows] = False
+        self.sighted[rows] = 0
 
     def update(self, agent_pos: np.ndarray, env_state: np.ndarray,
                actions: np.ndarray | None = None) -> np.ndarray:
@@ -144,6 +156,10 @@ class ObjectTracker:
             for o, xy in enumerate(trk.objects_xy):
                 read = env_state[:, h, xy]  # (n, dims)
                 near = np.linalg.norm(agent - self.positions[:, o], axis=-1) < trk.reach  # (n,)
+                if trk.reacquire:  # read beside the agent on reacquire frames in a row: believed again
+                    beside = ~near & (np.linalg.norm(read - agent, axis=-1) < trk.reach)
+                    self.sighted[:, o] = np.where(beside, self.sighted[:, o] + 1, 0)
+                    near |= self.sighted[:, o] >= trk.reacquire
                 self.positions[:, o] = np.where(near[:, None], read, self.positions[:, o])
                 if o == 0 and self.latch:  # held: the reading where it is within reach of the agent, else carried
                     in_hand = self.held & (np.linalg.norm(read - agent, axis=-1) < trk.reach)

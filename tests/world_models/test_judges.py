@@ -257,3 +257,26 @@ def test_static_state_is_held_at_its_start_value_for_the_observation_and_the_rul
     assert not np.allclose(moved["environment_state"][:, 2:4], start), "the heads alone do not hold them"
     with pytest.raises(ValueError, match="static_state"):
         WorldModelEnv(model, EpisodeContext(episodes), num_envs=1, static_state=slice(9, 12))
+
+
+def test_tracked_judge_reacquires_an_object_read_beside_the_agent_on_k_frames_in_a_row():
+    """With reacquire = k, an agent out of reach of the believed object takes the reading that puts the
+    object beside it only on the k-th such frame in a row (one stray frame, or a streak a far reading
+    breaks, moves nothing); with reacquire = 0 it never does. Positions checked by hand."""
+    from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking
+
+    def run(k, beside):  # beside: (T,) bool, the frame reads the object at the agent (else far from both)
+        tracker = ObjectTracker(ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.1,
+                                               reacquire=k), 1)
+        tracker.reset(np.zeros(1, int), np.zeros((1, 2), np.float32))  # believed at the origin
+        agent = np.tile(np.array([1.0, 1.0], np.float32), (1, len(beside), 1))  # (1, T, 2): far from it
+        read = np.where(np.asarray(beside)[None, :, None], agent + np.float32(0.02), np.float32(5.0))  # (1, T, 2)
+        return tracker.update(agent, read)[0]  # (T, 2)
+
+    origin, pushed = [0.0, 0.0], [1.02, 1.02]
+    np.testing.assert_allclose(run(3, [True, True, True, True]), [origin, origin, pushed, pushed])
+    np.testing.assert_allclose(run(3, [True, True, False, True, True]), [origin] * 5)  # the streak broke
+    np.testing.assert_allclose(run(1, [False, True]), [origin, pushed])
+    np.testing.assert_allclose(run(0, [True] * 6), [origin] * 6)  # never, as before
+    with pytest.raises(ValueError, match="reacquire must be a whole number"):
+        ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.1, reacquire=-1)

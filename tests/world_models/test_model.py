@@ -234,6 +234,10 @@ def test_half_precision_export_loads_back_close(episodes, tmp_path):
     with pytest.raises(ValueError, match="not a registered environment"):
         export_model(tmp_path / "run", tmp_path / "unknown", env_id="wmsuite/NoSuchTask-v0")
     assert not (tmp_path / "unknown").exists()
+    (tmp_path / "named" / "README.md").write_text("# Model card\n")  # re-exporting keeps the card, new weights
+    export_model(tmp_path / "run", tmp_path / "named", sampling_steps=3)
+    assert (tmp_path / "named" / "README.md").read_text() == "# Model card\n"
+    assert load_world_model(tmp_path / "named").cfg.sampling_steps == 3
 
 
 def test_motion_weight_adds_exactly_the_weighted_error_of_changed_elements(episodes):
