@@ -81,6 +81,10 @@ class TaskProbe:
     `hold_gap` apart (an object between them). None: the grasp holds until the gripper command opens."""
     hold_gap: float = 0.0
     """Metres the fingers read apart while they hold the object (with `fingers`)."""
+    reacquire: int = 0
+    """Frames in a row on which the "tracked" judge must read the object within `reach` of an agent that
+    is out of reach of where it believes the object, to believe that reading (0: never;
+    world_models/tracking.py). Chosen on the task's zoo's validation split where it is not 0."""
     others_xy: tuple[slice, ...] = ()
     """environment_state slices of the other objects the agent moves, each an (x, y) in metres
     (PushTwoCubes' green cube): the "tracked" judge follows them as it follows the object."""
@@ -232,7 +236,7 @@ PROBES: dict[str, TaskProbe] = _probes(
               success_from_env_state=push_cube.is_success_from_env_state,
               object_xy_from_frames=push_cube_ego.detect_cube_xy, perturb_start=_nudge_cube,
               reach=PUSHER_REACH, auto_judge="tracked",
-              static_state=slice(4, 6), moving_camera="ego", moving_camera_fovy=push_cube_ego.EGO_FOVY,
+              static_state=slice(4, 6), reacquire=4, moving_camera="ego", moving_camera_fovy=push_cube_ego.EGO_FOVY,
               moving_camera_pose=push_cube_ego.ego_pose, moving_camera_advance=push_cube_ego.ego_advance),
     # agent_pos (2,) pusher xy; environment_state (21,) red, yellow, purple cube (x, y, cos/sin 4*yaw), green
     # and white goal xy, the instruction's one-hots (push_colors.py). The probe's object is the red cube,

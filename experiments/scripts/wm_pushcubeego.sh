@@ -9,20 +9,23 @@
 #             to go on), from INIT (default PushCube's shipped model)
 #   revisit   2,000 more steps at lr 2e-4 into $RUN-rv from $RUN/latest, half of every batch drawn from
 #             revisit windows (train-wm --revisit-fraction; the no-memory twin gets the same windows)
+#   longer    LONGER more steps (default 13000) at lr 2e-4 into $RUN-long from $RUN-rv/latest, a quarter
+#             of every batch from revisit windows (the shipped pair's last dynamics stage)
 #   select    eval-wm of $RUN and $RUN-rv on data/pushcubeego_val.hdf5 (validation: the pair's stage is
 #             chosen here, by the memory model's revisit gain over its twin, the same stage for both)
-#   heads     the heads pass on $FINAL (default $RUN-rv; 1,500 steps, real labels: the cube detector
+#   heads     the heads pass on $FINAL (default $RUN-long; 1,500 steps, real labels: the cube detector
 #             reads the top camera)
 #   export    float16 copy of $FINAL at $DST (default assets/wm/pushcubeego, or assets/wm/pushcubeego-nomem)
 #   fidelity  eval-wm on the held-out file: open loop by horizon and the revisit figures (reported)
-#   eval      the zoo's validation split (choices are made here), then its test split (reported)
+#   eval      the zoo's validation split (choices are made here), then its test split (reported);
+#             SPLITS=validation for the first alone
 # Results in $OUT (default runs/wm-ego<M>-figures).
 set -euo pipefail
 export MUJOCO_GL=egl
 MEMORY=${MEMORY:-2}
 NAME=$([[ $MEMORY == 0 ]] && echo pushcubeego-nomem || echo pushcubeego)
 RUN=${RUN:-runs/wm-ego$MEMORY}
-FINAL=${FINAL:-$RUN-rv}
+FINAL=${FINAL:-$RUN-long}
 DST=${DST:-assets/wm/$NAME}
 OUT=${OUT:-runs/wm-ego$MEMORY-figures}
 STAGE=${STAGE:-all}
@@ -39,8 +42,9 @@ mkdir -p "$OUT"
 if stage data; then bash experiments/scripts/pushcubeego_data.sh; fi
 if stage dynamics; then dynamics "$RUN" "${INIT:-assets:wm/pushcube}" "${STEPS:-6000}" "${LR:-3e-4}" 0; fi
 if stage revisit; then dynamics "$RUN-rv" "$RUN/latest" 2000 2e-4 0.5; fi
+if stage longer; then dynamics "$RUN-long" "$RUN-rv/latest" "${LONGER:-13000}" 2e-4 0.25; fi
 if stage select; then
-  for run in "$RUN" "$RUN-rv"; do
+  for run in ${SELECT:-"$RUN" "$RUN-rv"}; do
     OMP_NUM_THREADS=${THREADS:-1} wmsuite eval-wm --wm "$run" --data data/pushcubeego_val.hdf5 \
         --horizons 1 8 16 --out "$OUT/select-$(basename "$run")"
   done
@@ -57,7 +61,7 @@ if stage fidelity; then
       --horizons 4 8 16 32 64 128 --out "$OUT/eval-wm"
 fi
 if stage eval; then
-  for split in validation test; do
+  for split in ${SPLITS:-validation test}; do
     OMP_NUM_THREADS=${THREADS:-2} wmsuite eval --num-envs 16 --env wmsuite/PushCubeEgo-v0 --wm "$DST" \
         --zoo assets:zoo/pushcubeego.json --split $split --videos 0 --out "$OUT/eval-$split"
   done
