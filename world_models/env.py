@@ -271,9 +271,9 @@ class WorldModelEnv(gym.vector.VectorEnv):
             raise ValueError(f"actions must have shape {(self.num_envs, *self.single_action_space.shape)}, "
                              f"got {tuple(act.shape)}")
         act = act.clamp(float(self.single_action_space.low.min()), float(self.single_action_space.high.max()))
-        model, before = self.model, self.state
+        model, before, chunk_actions = self.model, self.state, act.cpu().numpy()  # chunk_actions (n, H, A)
         planned = None if self.agent_advance is None else dead_reckoned(
-            self.agent_advance, self._agent_pos, act.cpu().numpy())  # (n, H, D), or None: the heads' reading
+            self.agent_advance, self._agent_pos, chunk_actions)  # (n, H, D), or None: the heads' reading
         if self.memory is not None:
             self.memory.planned = planned  # the chunk's frames are posed there
         with torch.no_grad():
@@ -284,18 +284,18 @@ class WorldModelEnv(gym.vector.VectorEnv):
             prob = torch.sigmoid(heads["success_logit"])  # (n, H)
             fired = {"head": (prob > self.success_threshold).cpu().numpy()}  # judge -> (n, H) bool
             env_state = heads["environment_state"].cpu().numpy()  # (n, H, E)
+            read_agent = heads["agent_pos"].cpu().numpy()  # (n, H, D)
             if planned is not None and self.tracking is not None:
-                env_state = anchored(self.tracking, env_state, heads["agent_pos"].cpu().numpy(), planned)
+                env_state = anchored(self.tracking, env_state, read_agent, planned)
+            agent_pos = read_agent if planned is None else planned  # (n, H, D): where the episode's agent is
             believed = {}  # judge -> its object positions (n, H, E)
             if self.static_state is not None:
                 env_state[..., self.static_state] = self._start_state[:, None, self.static_state]
             if self.success_fn is not None:
                 fired["state"] = np.asarray(self.success_fn(env_state), bool).reshape(prob.shape)
                 fired["both"] = fired["head"] & fired["state"]
-                read_agent = heads["agent_pos"].cpu().numpy() if planned is None else planned  # (n, H, D)
-                chunk_actions = act.cpu().numpy()  # (n, H, A)
                 for name, tracker in self._trackers.items():
-                    believed[name] = tracker.update(read_agent, env_state, chunk_actions)
+                    believed[name] = tracker.update(agent_pos, env_state, chunk_actions)
                     fired[name] = np.asarray(self.success_fn(believed[name]), bool).reshape(prob.shape)
             hit = torch.as_tensor(fired[self.judge], device=self.device)  # (n, H)
             first = torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(hit[:, 0], self.chunk - 1,
@@ -305,7 +305,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
             frame = frames[rows, first]  # (n, 3M, S, S): the observed one
             reward = (heads["reward"] * (torch.arange(self.chunk, device=self.device)[None] <= first[:, None])).sum(1)
         self._frames = frame.permute(0, 2, 3, 1).cpu().numpy()
-        agent_pos = (heads["agent_pos"].cpu().numpy() if planned is None else planned).astype(np.float32)  # (n, H, D)
+        agent_pos = agent_pos.astype(np.float32)
         seen = believed.get(self.judge, env_state).astype(np.float32)  # (n, H, E)
         picked = (np.arange(self.num_envs), first.cpu().numpy())
         self._agent_pos, self._env_state = agent_pos[picked], seen[picked]

@@ -30,32 +30,36 @@ from wmsuite.world_models import ObjectTracking, load_world_model, make_world_mo
 ENV_ID = "wmsuite/PushCubeEgo-v0"
 
 
-def real_episode(seed: int, skill: float, horizon: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The expert in the real env: actions (T, 2), cube (T+1, 2), success."""
-    env = gym.make(ENV_ID, cameras=())
-    obs, _ = env.reset(seed=seed)
-    expert = make_expert(ENV_ID, skill=skill, seed=seed, horizon=horizon)
-    expert.reset()
-    actions, cubes, done, info = [], [obs["environment_state"][:2].copy()], False, {}
-    while not done:
-        action = expert.select_action({k: v[None] for k, v in obs.items() if k != "pixels"})[0]
-        obs, _, terminated, truncated, info = env.step(action)
-        actions.append(action)
-        cubes.append(obs["environment_state"][:2].copy())
-        done = terminated or truncated
+Real = tuple[np.ndarray, np.ndarray, bool]  # actions (T, 2), cube (T+1, 2), success
+
+
+def real_episodes(seeds: range, skill: float, horizon: int) -> list[Real]:
+    """The expert in the real env, one episode per seed (run once per skill, replayed at every k)."""
+    env, out = gym.make(ENV_ID, cameras=()), []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        expert = make_expert(ENV_ID, skill=skill, seed=seed, horizon=horizon)
+        expert.reset()
+        actions, cubes, done, info = [], [obs["environment_state"][:2].copy()], False, {}
+        while not done:
+            action = expert.select_action({k: v[None] for k, v in obs.items() if k != "pixels"})[0]
+            obs, _, terminated, truncated, info = env.step(action)
+            actions.append(action)
+            cubes.append(obs["environment_state"][:2].copy())
+            done = terminated or truncated
+        out.append((np.asarray(actions, np.float32), np.asarray(cubes), bool(info["is_success"])))
     env.close()
-    return np.asarray(actions, np.float32), np.asarray(cubes), bool(info["is_success"])
+    return out
 
 
-def replay(args: argparse.Namespace, reacquire: int, skill: float, model) -> dict[str, float]:
+def replay(args: argparse.Namespace, reacquire: int, skill: float, model, episodes: list[Real]) -> dict[str, float]:
     probe = dataclasses.replace(get_probe(ENV_ID), reacquire=reacquire)
     geometry = memory_geometry(ENV_ID, model.cfg.camera) if model.cfg.memory_frames else None
     env = make_world_model_env(model, ENV_ID, 1, seed=0, judge="tracked", success_fn=probe.success_from_env_state,
                                tracking=ObjectTracking.from_probe(probe), static_state=probe.static_state,
                                memory_geometry=geometry, agent_advance=probe.moving_camera_advance)
     h, real, judged = model.cfg.chunk, [], []
-    for ep in range(args.episodes):
-        actions, cubes, success = real_episode(args.seed + ep, skill, h)
+    for ep, (actions, cubes, success) in enumerate(episodes):
         actions = np.concatenate([actions, np.zeros((-len(actions) % h, 2), np.float32)])  # whole chunks
         env.reset(seed=[args.seed + ep])
         hit = False
@@ -90,10 +94,12 @@ def main() -> None:
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     model = load_world_model(args.wm)
+    seeds = range(args.seed, args.seed + args.episodes)
+    real = {skill: real_episodes(seeds, skill, model.cfg.chunk) for skill in args.skills}
     rows = []
     for k in args.reacquire:
         for skill in args.skills:
-            rows.append(replay(args, k, skill, model))
+            rows.append(replay(args, k, skill, model, real[skill]))
             r = rows[-1]
             print(f"reacquire {k} skill {skill}: real {r['real_success']:.2f} judged {r['judged_success']:.2f} "
                   f"agreement {r['agreement']:.2f}")
