@@ -9,8 +9,9 @@
 #             to go on), from INIT (default PushCube's shipped model)
 #   revisit   2,000 more steps at lr 2e-4 into $RUN-rv from $RUN/latest, half of every batch drawn from
 #             revisit windows (train-wm --revisit-fraction; the no-memory twin gets the same windows)
-#   longer    LONGER more steps (default 13000) at lr 2e-4 into $RUN-long from $RUN-rv/latest, a quarter
-#             of every batch from revisit windows (the shipped pair's last dynamics stage)
+#   longer    LONGER more steps (default 13000) at lr 2e-4 into INTO (default $RUN-long) from FROM (default
+#             $RUN-rv/latest), a quarter of every batch from revisit windows (the shipped pair's last
+#             dynamics stage; FROM=$RUN-long/step_13000 INTO=$RUN-long2 goes on from it)
 #   select    eval-wm of $RUN and $RUN-rv on data/pushcubeego_val.hdf5 (validation: the pair's stage is
 #             chosen here, by the memory model's revisit gain over its twin, the same stage for both)
 #   heads     the heads pass on $FINAL (default $RUN-long; 1,500 steps, real labels: the cube detector
@@ -42,7 +43,7 @@ mkdir -p "$OUT"
 if stage data; then bash experiments/scripts/pushcubeego_data.sh; fi
 if stage dynamics; then dynamics "$RUN" "${INIT:-assets:wm/pushcube}" "${STEPS:-6000}" "${LR:-3e-4}" 0; fi
 if stage revisit; then dynamics "$RUN-rv" "$RUN/latest" 2000 2e-4 0.5; fi
-if stage longer; then dynamics "$RUN-long" "$RUN-rv/latest" "${LONGER:-13000}" 2e-4 0.25; fi
+if stage longer; then dynamics "${INTO:-$RUN-long}" "${FROM:-$RUN-rv/latest}" "${LONGER:-13000}" 2e-4 0.25; fi
 if stage select; then
   for run in ${SELECT:-"$RUN" "$RUN-rv"}; do
     OMP_NUM_THREADS=${THREADS:-1} wmsuite eval-wm --wm "$run" --data data/pushcubeego_val.hdf5 \
