@@ -2,6 +2,10 @@
 
     python tests/core/ddp_worker.py OUT STEPS [resume]                      # one process
     python -m torch.distributed.run --standalone --nproc_per_node 2 tests/core/ddp_worker.py OUT STEPS
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/core/ddp_worker.py OUT fail
+
+`fail`: rank 1 raises once the group is up while rank 0 finishes; the launch must end with rank 1's
+error (the ranks' leaving the group at exit must not wait for each other for ever).
 
 The loss is a mean over the batch and draws no noise, so N processes, each on its slice of the global
 batch, must take the steps one process takes on the whole of it.
@@ -47,4 +51,11 @@ def main(out: str, steps: int, resume: bool) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[2] == "fail":
+        from wmsuite.train import dist
+
+        dist.init()
+        if dist.rank() == 1:
+            raise ValueError("rank 1 failed on purpose")
+        sys.exit(0)
     main(sys.argv[1], int(sys.argv[2]), len(sys.argv) > 3 and sys.argv[3] == "resume")

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,14 +22,15 @@ WORKER = str(Path(__file__).with_name("ddp_worker.py"))
 ROOT = Path(__file__).parents[2]
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess:
-    """`args` launched by torchrun on 2 processes."""
+def _run(args: list[str], ok: bool = True) -> subprocess.CompletedProcess:
+    """`args` launched by torchrun on 2 processes (which must succeed where `ok`)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if ok:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
 
@@ -56,6 +58,13 @@ def test_two_processes_take_one_process_steps_and_resume(tmp_path):
     assert [r["step"] for r in rows[2]] == list(range(1, 7))  # rank 0 alone logged its 4 steps, each once
     for a, b in zip(rows[2], rows[1], strict=True):  # the logged loss is the global batch's
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-7)
+
+
+def test_a_failing_rank_ends_the_launch_with_its_error(tmp_path):
+    started = time.monotonic()
+    done = _run([WORKER, str(tmp_path), "fail"], ok=False)
+    assert done.returncode != 0 and "rank 1 failed on purpose" in done.stderr
+    assert time.monotonic() - started < 2 * dist.LEAVE_TIMEOUT_S  # no rank waited for ever at exit
 
 
 def test_shard_splits_every_tensor_and_refuses_uneven_batches():

@@ -16,6 +16,7 @@ The process group is the one HF accelerate's `PartialState` sets up from the lau
 from __future__ import annotations
 
 import atexit
+import datetime
 import json
 import os
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from typing import Any, TypeVar
 import torch
 
 T = TypeVar("T")
+LEAVE_TIMEOUT_S = 60.0
+"""How long a finished rank waits at exit for the others before it leaves the group anyway."""
 
 
 class RankFailedError(ValueError):
@@ -54,8 +57,18 @@ def init(device: str = "cpu") -> None:
 
 def _leave() -> None:
     """Leave the process group before the interpreter exits: a gloo group torn down with the interpreter
-    can abort a finished rank ("terminate called without an active exception")."""
-    if torch.distributed.is_initialized():
+    can abort a finished rank ("terminate called without an active exception"). On gloo every rank
+    first waits for the others (a monitored barrier, so that no rank closes its sockets while another
+    still talks to them); a rank that does not arrive in `LEAVE_TIMEOUT_S` (it failed, or is stuck
+    in another collective) is reported by the barrier and the group is left anyway."""
+    if not torch.distributed.is_initialized():
+        return
+    try:
+        if torch.distributed.get_backend() == "gloo":
+            torch.distributed.monitored_barrier(timeout=datetime.timedelta(seconds=LEAVE_TIMEOUT_S))
+    except RuntimeError:
+        pass  # the barrier named the missing rank on stderr; leaving is all that is left to do
+    finally:
         torch.distributed.destroy_process_group()
 
 
