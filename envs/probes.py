@@ -85,6 +85,9 @@ class TaskProbe:
     """Frames in a row on which the "tracked" judge must read the object within `reach` of an agent that
     is out of reach of where it believes the object, to believe that reading (0: never;
     world_models/tracking.py). Chosen on the task's zoo's validation split where it is not 0."""
+    step_slack: float | None = None
+    """Metres beyond the agent's own motion that the "tracked" judge lets a believed object move on one
+    frame (None: no bound; world_models/tracking.py). Chosen on the task's zoo's validation split where set."""
     others_xy: tuple[slice, ...] = ()
     """environment_state slices of the other objects the agent moves, each an (x, y) in metres
     (PushTwoCubes' green cube): the "tracked" judge follows them as it follows the object."""

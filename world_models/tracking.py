@@ -10,7 +10,9 @@ as real objects can:
   a reading that puts the object within reach of the agent on k frames in a row is believed as well:
   the judge finds a push the frames show again after a few bad readings sent its belief astray (a
   riding camera's frames misplace the object just as the agent goes round it), while one frame that
-  draws the object beside the agent cannot teleport it.
+  draws the object beside the agent cannot teleport it. With `step_slack` = s, a believed object moves
+  on one frame at most as far as the agent moved plus s metres: a pushed object goes no faster than
+  what pushes it, so one misdrawn frame moves the belief a step towards it, not onto it.
 - latched: the same, and a grasp holds. On the frame whose gripper command closes (after one that
   opened) with the agent within reach of the object, the object is latched to the agent until a
   command opens the gripper: it takes its reading where that is within reach of the agent, and is
@@ -66,6 +68,10 @@ class ObjectTracking:
     """Frames in a row on which a reading must put an object within `reach` of the agent, while the agent
     is out of reach of where the judge believes it, for the judge to believe that reading (0: never)."""
 
+    step_slack: float | None = None
+    """Metres beyond the agent's own motion on a frame that a believed object may move on that frame
+    (None: no bound, a believed reading is taken as it is)."""
+
     def __post_init__(self) -> None:
         if not self.reach > 0:
             raise ValueError(f"reach must be > 0 metres, got {self.reach!r}")
@@ -75,6 +81,8 @@ class ObjectTracking:
                              f"or all (x, y, z)), got {self.agent_xy}, {self.objects_xy}")
         if not (isinstance(self.reacquire, int) and self.reacquire >= 0):
             raise ValueError(f"reacquire must be a whole number of frames >= 0 (0: never), got {self.reacquire!r}")
+        if self.step_slack is not None and not self.step_slack >= 0:
+            raise ValueError(f"step_slack must be >= 0 metres (None: no bound), got {self.step_slack!r}")
         if self.grasp_action is not None and self.grasp_action < 0:
             raise ValueError(f"grasp_action must index the action (>= 0), got {self.grasp_action}")
         if self.fingers is not None and (self.grasp_action is None or not self.hold_gap > 0
@@ -85,11 +93,12 @@ class ObjectTracking:
     @classmethod
     def from_probe(cls, probe: Any) -> ObjectTracking:
         """What a task probe (wmsuite.envs.probes.TaskProbe, which this package never imports) says the
-        judges compare: its `tracked` slices, `reach`, `grasp_action`, `fingers`, `hold_gap` and `reacquire`."""
+        judges compare: its `tracked` slices, `reach`, `grasp_action`, `fingers`, `hold_gap`, `reacquire`
+        and `step_slack`."""
         agent, (held, *others) = probe.tracked
         return cls(agent_xy=agent, object_xy=held, reach=probe.reach, others_xy=tuple(others),
                    grasp_action=probe.grasp_action, fingers=probe.fingers, hold_gap=probe.hold_gap,
-                   reacquire=probe.reacquire)
+                   reacquire=probe.reacquire, step_slack=probe.step_slack)
 
     @property
     def dims(self) -> int:
@@ -126,11 +135,14 @@ class ObjectTracker:
         self.offset = np.zeros((num_envs, tracking.dims), np.float32)  # held: object - agent, as last read within reach
         self.closed = np.zeros(num_envs, bool)  # the last command closed the gripper
         self.sighted = np.zeros((num_envs, len(tracking.objects_xy)), np.int64)  # (n, O) frames in a row read beside an agent out of reach
+        self.agent = np.full((num_envs, tracking.dims), np.nan, np.float32)  # (n, dims) the agent on the last frame
 
-    def reset(self, rows: np.ndarray, env_state: np.ndarray) -> None:
-        """Start `rows` (m,) from their real states env_state (m, E): objects where they are, gripper open
-        (every task starts with it open), nothing held."""
+    def reset(self, rows: np.ndarray, env_state: np.ndarray, agent_pos: np.ndarray | None = None) -> None:
+        """Start `rows` (m,) from their real states env_state (m, E) and agent_pos (m, D) (needed with
+        `step_slack`; without it the first frame's agent motion counts as none): objects where they are,
+        gripper open (every task starts with it open), nothing held."""
         self.positions[rows] = np.stack([env_state[:, xy] for xy in self.tracking.objects_xy], 1)
+        self.agent[rows] = np.nan if agent_pos is None else agent_pos[:, self.tracking.agent_xy]
         self.held[rows] = self.closed[rows] = False
         self.sighted[rows] = 0
 
@@ -144,6 +156,8 @@ class ObjectTracker:
             raise ValueError("the latched judge needs the chunk's actions (the gripper commands)")
         for h in range(env_state.shape[1]):
             agent = agent_pos[:, h, trk.agent_xy]  # (n, dims)
+            moved = np.nan_to_num(np.linalg.norm(agent - self.agent, axis=-1))  # (n,) the agent's motion on this frame
+            self.agent = agent.astype(np.float32)
             if self.latch:
                 closing = actions[:, h, trk.grasp_action] > 0  # (n,)
                 if trk.fingers is not None:  # fingers closed on nothing hold nothing
@@ -160,6 +174,11 @@ class ObjectTracker:
                     beside = ~near & (np.linalg.norm(read - agent, axis=-1) < trk.reach)
                     self.sighted[:, o] = np.where(beside, self.sighted[:, o] + 1, 0)
                     near |= self.sighted[:, o] >= trk.reacquire
+                if trk.step_slack is not None:  # towards the reading, no faster than the agent plus the slack
+                    step = np.where(near[:, None], read - self.positions[:, o], 0.0)  # (n, dims)
+                    length = np.linalg.norm(step, axis=-1, keepdims=True)
+                    read = self.positions[:, o] + step * np.minimum(
+                        1.0, (moved[:, None] + trk.step_slack) / np.maximum(length, 1e-12))
                 self.positions[:, o] = np.where(near[:, None], read, self.positions[:, o])
                 if o == 0 and self.latch:  # held: the reading where it is within reach of the agent, else carried
                     in_hand = self.held & (np.linalg.norm(read - agent, axis=-1) < trk.reach)
@@ -176,7 +195,7 @@ def track_episode(tracking: ObjectTracking, agent_pos: np.ndarray, env_state: np
     believes them (the first state is the real start). How a rule is checked on a simulator's true
     states, where it must keep every real outcome."""
     tracker = ObjectTracker(tracking, 1, latch=latch)
-    tracker.reset(np.zeros(1, int), env_state[:1])
+    tracker.reset(np.zeros(1, int), env_state[:1], agent_pos[:1])
     believed = tracker.update(agent_pos[None, 1:], env_state[None, 1:], actions[None])[0]  # (T, E)
     return np.concatenate([env_state[:1], believed])
 

@@ -4,6 +4,7 @@ judge reported per step, the chosen one ending episodes, and clear errors."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -280,3 +281,25 @@ def test_tracked_judge_reacquires_an_object_read_beside_the_agent_on_k_frames_in
     np.testing.assert_allclose(run(0, [True] * 6), [origin] * 6)  # never, as before
     with pytest.raises(ValueError, match="reacquire must be a whole number"):
         ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.1, reacquire=-1)
+
+
+def test_step_slack_moves_a_believed_object_no_farther_than_the_agent_moved_plus_the_slack():
+    """With step_slack = s, a believed reading moves the object towards it by at most the agent's motion
+    on that frame plus s (a reading nearer than that is taken as it is); the first frame's motion counts
+    from the agent given at reset. Positions checked by hand."""
+    from wmsuite.world_models.tracking import ObjectTracker, ObjectTracking, track_episode
+
+    tracking = ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.2, step_slack=0.01)
+    tracker = ObjectTracker(tracking, 1)
+    tracker.reset(np.zeros(1, int), np.zeros((1, 2), np.float32), np.array([[-0.1, 0.0]], np.float32))
+    agent = np.array([[[-0.07, 0.0], [-0.07, 0.0], [-0.03, 0.0]]], np.float32)  # (1, 3, 2): moves 3, 0, 4 cm
+    read = np.array([[[0.0, 0.12], [0.0, 0.035], [0.0, -0.1]]], np.float32)  # (1, 3, 2)
+    believed = tracker.update(agent, read)[0]  # (3, 2)
+    # 12 cm away, the agent moved 3: 4 cm of it; 0.5 cm away, within the 0 + 1 cm: taken; 13.5 cm, moved 4: 5 cm
+    np.testing.assert_allclose(believed, [[0.0, 0.04], [0.0, 0.035], [0.0, -0.015]], atol=1e-6)
+    with pytest.raises(ValueError, match="step_slack must be >= 0"):
+        ObjectTracking(agent_xy=slice(0, 2), object_xy=slice(0, 2), reach=0.1, step_slack=-0.01)
+    unbounded = dataclasses.replace(tracking, step_slack=None)  # as before: the reading as it is
+    states = np.concatenate([np.zeros((1, 2)), read[0]]).astype(np.float32)  # (4, 2)
+    agents = np.concatenate([[[-0.1, 0.0]], agent[0]]).astype(np.float32)
+    np.testing.assert_allclose(track_episode(unbounded, agents, states, np.zeros((3, 2)))[1:], read[0])
