@@ -250,8 +250,7 @@ class WorldModelEnv(gym.vector.VectorEnv):
                 self._env_state[rows] = np.stack(env_states)
                 self._start_state[rows] = self._env_state[rows]
                 for tracker in self._trackers.values():
-                    tracker.reset(rows, self._env_state[rows],
-                                  self._agent_pos[rows] if self.tracking.step_slack is not None else None)
+                    tracker.reset(rows, self._env_state[rows], self._agent_pos[rows])
             self._success[rows] = False
             self._t[rows] = 0
             if self.start_reading is not None:

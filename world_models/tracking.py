@@ -138,11 +138,12 @@ class ObjectTracker:
         self.agent = np.full((num_envs, tracking.dims), np.nan, np.float32)  # (n, dims) the agent on the last frame
 
     def reset(self, rows: np.ndarray, env_state: np.ndarray, agent_pos: np.ndarray | None = None) -> None:
-        """Start `rows` (m,) from their real states env_state (m, E) and agent_pos (m, D) (needed with
-        `step_slack`; without it the first frame's agent motion counts as none): objects where they are,
-        gripper open (every task starts with it open), nothing held."""
+        """Start `rows` (m,) from their real states env_state (m, E) and agent_pos (m, D) (read with
+        `step_slack` alone; without it the first frame's agent motion counts as none): objects where they
+        are, gripper open (every task starts with it open), nothing held."""
         self.positions[rows] = np.stack([env_state[:, xy] for xy in self.tracking.objects_xy], 1)
-        self.agent[rows] = np.nan if agent_pos is None else agent_pos[:, self.tracking.agent_xy]
+        known = agent_pos is not None and self.tracking.step_slack is not None  # only step_slack reads it
+        self.agent[rows] = agent_pos[:, self.tracking.agent_xy] if known else np.nan
         self.held[rows] = self.closed[rows] = False
         self.sighted[rows] = 0
 
@@ -156,8 +157,9 @@ class ObjectTracker:
             raise ValueError("the latched judge needs the chunk's actions (the gripper commands)")
         for h in range(env_state.shape[1]):
             agent = agent_pos[:, h, trk.agent_xy]  # (n, dims)
-            moved = np.nan_to_num(np.linalg.norm(agent - self.agent, axis=-1))  # (n,) the agent's motion on this frame
-            self.agent = agent.astype(np.float32)
+            if trk.step_slack is not None:  # the agent's motion on this frame bounds the objects'
+                moved = np.nan_to_num(np.linalg.norm(agent - self.agent, axis=-1))  # (n,)
+                self.agent = agent.astype(np.float32)
             if self.latch:
                 closing = actions[:, h, trk.grasp_action] > 0  # (n,)
                 if trk.fingers is not None:  # fingers closed on nothing hold nothing

@@ -16,24 +16,17 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from ego_replay_judge import ENV_ID, learned_simulator  # this folder's script: the same learned simulator
 
-import wmsuite.envs  # noqa: F401  (registers the id)
-from wmsuite.cli.common import memory_geometry
 from wmsuite.envs.base import red_mask
 from wmsuite.envs.experts import make_expert
-from wmsuite.envs.probes import get_probe
-from wmsuite.world_models import ObjectTracking, load_world_model, make_world_model_env
+from wmsuite.world_models import load_world_model
 
-ENV_ID = "wmsuite/PushCubeEgo-v0"
 JUMP = 0.16  # m: the farthest the pusher, and so a pushed cube, moves in one 4-action chunk
 
 
 def run(model, skill: float, n: int, seed: int, trace: bool) -> None:
-    probe = get_probe(ENV_ID)
-    env = make_world_model_env(model, ENV_ID, n, seed=0, judge="tracked", success_fn=probe.success_from_env_state,
-                               tracking=ObjectTracking.from_probe(probe), static_state=probe.static_state,
-                               memory_geometry=memory_geometry(ENV_ID, model.cfg.camera) if model.cfg.memory_frames
-                               else None, agent_advance=probe.moving_camera_advance)
+    env = learned_simulator(model, n)
     h = model.cfg.chunk
     experts = [make_expert(ENV_ID, skill=skill, seed=seed + i, horizon=h) for i in range(n)]
     for e in experts:

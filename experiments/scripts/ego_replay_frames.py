@@ -19,35 +19,13 @@ import argparse
 import json
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
+from ego_replay_judge import learned_simulator, real_episodes  # this folder's script: the same episodes
 
-import wmsuite.envs  # noqa: F401  (registers the id)
-from wmsuite.cli.common import memory_geometry
 from wmsuite.envs.base import red_mask
-from wmsuite.envs.experts import make_expert
-from wmsuite.envs.probes import get_probe
-from wmsuite.world_models import ObjectTracking, load_world_model, make_world_model_env
+from wmsuite.world_models import load_world_model
 
-ENV_ID = "wmsuite/PushCubeEgo-v0"
 IN_VIEW, OUT_OF_VIEW = 0.12, 0.20  # m, the cube's centre from the view's centre (largest axis)
-
-
-def real_episode(seed: int, skill: float, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The expert in the real env -> actions (T, 2), ego frames (T+1, S, S, 3), cube less pusher (T+1, 2)."""
-    env = gym.make(ENV_ID, cameras=("ego",))
-    obs, _ = env.reset(seed=seed)
-    expert = make_expert(ENV_ID, skill=skill, seed=seed, horizon=h)
-    expert.reset()
-    actions, frames, rel, done = [], [obs["pixels"]["ego"]], [obs["environment_state"][:2] - obs["agent_pos"][:2]], False
-    while not done:
-        actions.append(expert.select_action({k: v[None] for k, v in obs.items() if k != "pixels"})[0])
-        obs, _, terminated, truncated, _ = env.step(actions[-1])
-        frames.append(obs["pixels"]["ego"])
-        rel.append(obs["environment_state"][:2] - obs["agent_pos"][:2])
-        done = terminated or truncated
-    env.close()
-    return np.asarray(actions, np.float32), np.asarray(frames), np.asarray(rel)
 
 
 def main() -> None:
@@ -60,17 +38,15 @@ def main() -> None:
     parser.add_argument("--grid", default="")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
-    model, probe = load_world_model(args.wm), get_probe(ENV_ID)
+    model = load_world_model(args.wm)
     h = model.cfg.chunk
-    env = make_world_model_env(model, ENV_ID, 1, seed=0, judge="tracked", success_fn=probe.success_from_env_state,
-                               tracking=ObjectTracking.from_probe(probe), static_state=probe.static_state,
-                               memory_geometry=memory_geometry(ENV_ID, model.cfg.camera) if model.cfg.memory_frames
-                               else None, agent_advance=probe.moving_camera_advance)
+    env = learned_simulator(model, 1)
     env.terminate_on_success = False  # the replay runs the whole real episode
     drawn = {"real": [], "generated": []}  # per compared frame: draws a cube
     where = []  # per compared frame: 1 clearly in view, 0 clearly out, -1 neither
-    for ep in range(args.episodes):
-        actions, frames, rel = real_episode(args.seed + ep, args.skill, h)
+    episodes = real_episodes(range(args.seed, args.seed + args.episodes), args.skill, h, model.cfg.camera)
+    for ep, real in enumerate(episodes):
+        actions, frames, rel = real.actions, real.frames, real.cubes - real.agents
         actions = np.concatenate([actions, np.zeros((-len(actions) % h, 2), np.float32)])
         env.reset(seed=[args.seed + ep])
         generated = []

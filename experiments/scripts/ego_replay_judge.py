@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -30,36 +31,53 @@ from wmsuite.world_models import ObjectTracking, load_world_model, make_world_mo
 ENV_ID = "wmsuite/PushCubeEgo-v0"
 
 
-Real = tuple[np.ndarray, np.ndarray, bool]  # actions (T, 2), cube (T+1, 2), success
+class Real(NamedTuple):
+    """One real episode of the expert."""
+
+    actions: np.ndarray  # (T, 2)
+    cubes: np.ndarray  # (T+1, 2) the cube's (x, y)
+    agents: np.ndarray  # (T+1, 2) the pusher's (x, y)
+    success: bool
+    frames: np.ndarray | None  # (T+1, S, S, 3) uint8 of `camera`, None without one
 
 
-def real_episodes(seeds: range, skill: float, horizon: int) -> list[Real]:
-    """The expert in the real env, one episode per seed (run once per skill, replayed at every k)."""
-    env, out = gym.make(ENV_ID, cameras=()), []
+def real_episodes(seeds: range, skill: float, horizon: int, camera: str | None = None) -> list[Real]:
+    """The expert in the real env, one episode per seed (run once per skill, replayed at every k); with
+    `camera`, its frames too."""
+    env, out = gym.make(ENV_ID, cameras=(camera,) if camera else ()), []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
         expert = make_expert(ENV_ID, skill=skill, seed=seed, horizon=horizon)
         expert.reset()
-        actions, cubes, done, info = [], [obs["environment_state"][:2].copy()], False, {}
+        steps, actions, done, info = [obs], [], False, {}
         while not done:
-            action = expert.select_action({k: v[None] for k, v in obs.items() if k != "pixels"})[0]
-            obs, _, terminated, truncated, info = env.step(action)
-            actions.append(action)
-            cubes.append(obs["environment_state"][:2].copy())
+            actions.append(expert.select_action({k: v[None] for k, v in obs.items() if k != "pixels"})[0])
+            obs, _, terminated, truncated, info = env.step(actions[-1])
+            steps.append(obs)
             done = terminated or truncated
-        out.append((np.asarray(actions, np.float32), np.asarray(cubes), bool(info["is_success"])))
+        out.append(Real(np.asarray(actions, np.float32), np.asarray([o["environment_state"][:2] for o in steps]),
+                        np.asarray([o["agent_pos"][:2] for o in steps]), bool(info["is_success"]),
+                        np.asarray([o["pixels"][camera] for o in steps]) if camera else None))
     env.close()
     return out
 
 
+def learned_simulator(model, num_envs: int, probe=None):
+    """The world model's learned simulator of PushCubeEgo as `wmsuite eval` builds it for a model of the
+    ego camera: judge tracked with `probe`'s settings (default the task's), the pusher dead-reckoned, the
+    memory on where the model has one."""
+    probe = probe or get_probe(ENV_ID)
+    return make_world_model_env(model, ENV_ID, num_envs, seed=0, judge="tracked",
+                                success_fn=probe.success_from_env_state, tracking=ObjectTracking.from_probe(probe),
+                                static_state=probe.static_state, agent_advance=probe.moving_camera_advance,
+                                memory_geometry=memory_geometry(ENV_ID, model.cfg.camera)
+                                if model.cfg.memory_frames else None)
+
+
 def replay(args: argparse.Namespace, reacquire: int, skill: float, model, episodes: list[Real]) -> dict[str, float]:
-    probe = dataclasses.replace(get_probe(ENV_ID), reacquire=reacquire)
-    geometry = memory_geometry(ENV_ID, model.cfg.camera) if model.cfg.memory_frames else None
-    env = make_world_model_env(model, ENV_ID, 1, seed=0, judge="tracked", success_fn=probe.success_from_env_state,
-                               tracking=ObjectTracking.from_probe(probe), static_state=probe.static_state,
-                               memory_geometry=geometry, agent_advance=probe.moving_camera_advance)
+    env = learned_simulator(model, 1, dataclasses.replace(get_probe(ENV_ID), reacquire=reacquire))
     h, real, judged = model.cfg.chunk, [], []
-    for ep, (actions, cubes, success) in enumerate(episodes):
+    for ep, (actions, cubes, _, success, _) in enumerate(episodes):
         actions = np.concatenate([actions, np.zeros((-len(actions) % h, 2), np.float32)])  # whole chunks
         env.reset(seed=[args.seed + ep])
         hit = False
