@@ -108,6 +108,13 @@ class TaskProbe:
     moving_camera_advance: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     """(..., D) agent_pos, (..., H, A) actions -> (..., D) where the actions command the agent, so that
     the spatial memory can draw the view a chunk is heading for; None: the memory draws the newest view."""
+    map_camera: str | None = None
+    """A fixed camera that sees the whole scene from above (PushCubeEgo's "top"), whose start frame a
+    world model with start_map reads as a map of what the moving camera has not seen yet; None: none."""
+    map_camera_fovy: float | None = None
+    """The map camera's vertical field of view in degrees (square images)."""
+    map_camera_pose: np.ndarray | None = None
+    """(4, 4) the map camera's camera-to-world pose (OpenCV convention)."""
     moving_threshold: float = 0.01
     """Metres the object must travel over a chunk for the window to count as one where it moves (contact
     figures, moving-window sampling): above the detector's error, below a push's travel."""
@@ -148,6 +155,9 @@ class TaskProbe:
         if (self.moving_camera is None) != (self.moving_camera_fovy is None) or \
                 (self.moving_camera is None) != (self.moving_camera_pose is None):
             raise ValueError(f"{self.env_id}: moving_camera, moving_camera_fovy and moving_camera_pose go together")
+        if (self.map_camera is None) != (self.map_camera_fovy is None) or \
+                (self.map_camera is None) != (self.map_camera_pose is None):
+            raise ValueError(f"{self.env_id}: map_camera, map_camera_fovy and map_camera_pose go together")
         if not 0 < self.head_on_offset <= self.glancing_offset:
             raise ValueError(f"{self.env_id}: need 0 < head_on_offset <= glancing_offset, got "
                              f"{self.head_on_offset}, {self.glancing_offset}")
@@ -240,7 +250,8 @@ PROBES: dict[str, TaskProbe] = _probes(
               object_xy_from_frames=push_cube_ego.detect_cube_xy, perturb_start=_nudge_cube,
               reach=PUSHER_REACH, auto_judge="tracked",
               static_state=slice(4, 6), reacquire=4, moving_camera="ego", moving_camera_fovy=push_cube_ego.EGO_FOVY,
-              moving_camera_pose=push_cube_ego.ego_pose, moving_camera_advance=push_cube_ego.ego_advance),
+              moving_camera_pose=push_cube_ego.ego_pose, moving_camera_advance=push_cube_ego.ego_advance,
+              map_camera="top", map_camera_fovy=push_cube_ego.TOP_FOVY, map_camera_pose=push_cube_ego.top_pose()),
     # agent_pos (2,) pusher xy; environment_state (21,) red, yellow, purple cube (x, y, cos/sin 4*yaw), green
     # and white goal xy, the instruction's one-hots (push_colors.py). The probe's object is the red cube,
     # the others the yellow and purple ones; the goals and the instruction stay fixed through an episode

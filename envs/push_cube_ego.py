@@ -28,7 +28,7 @@ Observation:
 Geometry (`info`, every reset and step): `camera_pose` {camera: (4, 4) float32}, camera-to-world in
 the OpenCV convention (`MujocoTaskEnv.camera_geometry`; the intrinsics come from the same method); with
 `depth=True` also `depth` {camera: (S, S) float32}, metres along each camera's axis. `ego_pose` gives
-the ego pose from agent positions alone (what imagination has).
+the ego pose from agent positions alone (what imagination has), `top_pose` the fixed top camera's.
 
 Success: PushCube's rule (cube centre inside the goal disk); reward 1.0 on a successful step;
 terminates on success unless `terminate_on_success=False`. Time limit: 160 steps (16 s).
@@ -48,6 +48,8 @@ MAX_EPISODE_STEPS = 160
 N_LANDMARKS = 6
 EGO_HEIGHT = 0.022 + 0.35  # m, the ego camera above the table: pusher body height plus the mount
 EGO_FOVY = 50.0  # degrees, push_cube_ego.xml's ego camera
+TOP_HEIGHT = 1.4  # m, push_cube_ego.xml's fixed top camera above the table centre, looking straight down
+TOP_FOVY = 43.0  # degrees, the top camera's
 HALF_TABLE = 0.5  # m, inside the walls
 PUSHER_RANGE = 0.47  # m, push_cube_ego.xml's pusher joints' range (either axis)
 is_success_from_env_state = push_cube.is_success_from_env_state
@@ -63,6 +65,14 @@ def ego_pose(agent_pos: np.ndarray) -> np.ndarray:
     pose[..., :2, 3] = xy
     pose[..., 2, 3] = EGO_HEIGHT
     pose[..., 3, 3] = 1.0
+    return pose
+
+
+def top_pose() -> np.ndarray:
+    """(4, 4) the fixed top camera's camera-to-world pose (OpenCV convention; oriented as the ego
+    camera), which the spatial memory's map (world_models/latent_memory.map_slot) is redrawn from."""
+    pose = ego_pose(np.zeros(2))
+    pose[2, 3] = TOP_HEIGHT
     return pose
 
 

@@ -88,6 +88,11 @@ class WorldModelConfig:
     chunk heads for (world_models/latent_memory.py) and given to the denoiser beside the context, each
     with a mask of where it sees; 0: no memory (the baseline). Needs a task whose probe defines the
     moving camera's geometry (PushCubeEgo)."""
+    start_map: bool = False
+    """Also give the denoiser, as one more memory slot, the episode's start frame of the task's fixed
+    map camera (PushCubeEgo's "top", which sees the whole table) redrawn in the camera the chunk heads
+    for (latent_memory.map_slot): the moving camera's first visits then show what was there at the
+    start instead of an invention. Needs memory_frames > 0 and a probe that names a map camera."""
     attention: bool = False
     """Self-attention in the UNet's lower-resolution blocks (off: at the coarsest level the
     convolutions already see the whole latent frame, and attention makes every step slower)."""
@@ -199,6 +204,8 @@ class WorldModelConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.memory_frames < 0:
             raise ValueError(f"memory_frames must be >= 0 (0: no memory), got {self.memory_frames}")
+        if self.start_map and not self.memory_frames:
+            raise ValueError("start_map is a slot of the spatial memory: set memory_frames > 0 with it")
         if self.instruction_buckets is not None and self.instruction_buckets < 0:
             raise ValueError(f"instruction_buckets must be >= 0 (or None: from the data), got {self.instruction_buckets}")
         if self.action_dim is not None and self.action_dim < 1:

@@ -26,6 +26,7 @@ from wmsuite.world_models.latent_memory import (
     LatentMemory,
     MemoryGeometry,
     episode_retrievals,
+    map_slot,
     reproject,
     revisit_labels,
 )
@@ -80,7 +81,10 @@ class LatentWindows:
 
     def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int,
                  instruction_buckets: int | None = None, memory_frames: int = 0,
-                 geometry: MemoryGeometry | None = None, image_size: int = 0, padded_size: int = 0) -> None:
+                 geometry: MemoryGeometry | None = None, image_size: int = 0, padded_size: int = 0,
+                 map_codec: FrameCodec | None = None) -> None:
+        """`map_codec`: for a model with start_map, its codec; each window's memory then ends in one more
+        slot, the episode's start frame of the map camera redrawn in the window's view (map_slot)."""
         self.k, self.h = context, chunk
         self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
                                      cameras=[])
@@ -103,6 +107,16 @@ class LatentWindows:
             self.retrieved = [episode_retrievals(p, geometry, image_size, context, memory_frames, views=v)
                               for p, v in tqdm(list(zip(self.poses, self.views)), desc="memory: retrieve",
                                                unit="ep", leave=False)]
+        self.map_codec, self.maps = map_codec, None
+        if map_codec is not None:
+            cam = geometry.map_camera if memory_frames else None
+            missing = [i for i, ep in enumerate(episodes) if cam not in ep.obs]
+            if cam is None or missing:
+                raise ValueError(f"a model with start_map reads each episode's start frame of the task's map camera "
+                                 f"({cam or 'none named by the task probe'}); episode {missing[:1] or 0} has "
+                                 f"cameras {sorted(episodes[(missing or [0])[0]].obs)}: record the data with it")
+            # per episode (3, S, S) uint8, the map camera's first frame
+            self.maps = torch.from_numpy(np.stack([ep.obs[cam][0] for ep in episodes])).permute(0, 3, 1, 2).contiguous()
 
     @functools.cached_property
     def moving(self) -> torch.Tensor:
@@ -168,7 +182,7 @@ class LatentWindows:
     def _memory(self, items: list[dict]) -> torch.Tensor:
         """(B, M, C+1, s, s): each window's retrieved frames reprojected into the camera its chunk is
         expected to end in (MemoryGeometry.chunk_pose; the newest context frame's where the task's
-        geometry cannot tell)."""
+        geometry cannot tell); with a map codec, the map slot last (B, M + 1, C+1, s, s)."""
         lat, src, dst = [], [], []
         for it in items:
             e, t = int(it["episode_index"]), int(it["t"])
@@ -176,8 +190,13 @@ class LatentWindows:
             lat.append(self.latents[e][idx.clamp_min(0)] * (idx >= 0).view(-1, 1, 1, 1))
             src.append(torch.from_numpy(self.poses[e][idx.clamp_min(0).numpy()]) * (idx >= 0).view(-1, 1, 1))
             dst.append(torch.from_numpy(self.views[e][t]))
-        return reproject(torch.stack(lat), torch.stack(src), torch.stack(dst), self.geometry, self.image_size,
-                         self.padded_size)
+        out = reproject(torch.stack(lat), torch.stack(src), torch.stack(dst), self.geometry, self.image_size,
+                        self.padded_size)
+        if self.maps is None:
+            return out
+        drawn = map_slot(self.map_codec, self.maps[[int(it["episode_index"]) for it in items]], torch.stack(dst),
+                         self.geometry)  # (B, C + 1, s, s)
+        return torch.cat([out, drawn[:, None].to(out)], dim=1)
 
 
 def _chunks(actions: np.ndarray, h: int) -> np.ndarray:
@@ -286,6 +305,14 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
     return torch.cat(out_lat).to(latents.device), torch.cat(out_idx).to(latents.device)
 
 
+def _map_frame(episode: Episode, geometry: MemoryGeometry, t: int) -> torch.Tensor:
+    """(1, 3, S, S) uint8: frame t of the map camera, where a start_map model's imagined episode starts."""
+    if geometry.map_camera not in episode.obs:
+        raise ValueError(f"a model with start_map reads the map camera {geometry.map_camera!r}, which these episodes "
+                         f"do not record (cameras {sorted(episode.obs)})")
+    return torch.from_numpy(episode.obs[geometry.map_camera][t]).permute(2, 0, 1)[None].contiguous()
+
+
 def _true_pose_memory(model: LatentWorldModel, geometry: MemoryGeometry, episodes: Sequence[Episode],
                       latents: torch.Tensor, offsets: np.ndarray, eps: np.ndarray, starts: np.ndarray,
                       single: np.ndarray, h: int) -> LatentMemory:
@@ -301,7 +328,8 @@ def _true_pose_memory(model: LatentWorldModel, geometry: MemoryGeometry, episode
 
     memory = LatentMemory(model, geometry, len(eps), poses=recorded)
     for j, (a, f0, t) in enumerate(zip(eps, first, starts)):
-        memory.reset([j], latents[offsets[a] + f0][None], episodes[a].state[f0][None])
+        memory.reset([j], latents[offsets[a] + f0][None], episodes[a].state[f0][None],
+                     _map_frame(episodes[a], geometry, f0) if model.cfg.start_map else None)
         for f in range(f0 + 1, t + 1):
             memory.append(j, latents[offsets[a] + f], episodes[a].state[f])
     return memory

@@ -63,7 +63,8 @@
   episode counts as (`wmsuite eval` measures it both as a failure and as an abstention).
 - A model with a spatial memory (memory_frames > 0) gets `memory_geometry`, the task's moving camera:
   each sub-env keeps its episode's memory (latent_memory.LatentMemory), fed the real start frame and every
-  generated frame posed by the episode's agent position (below), and each chunk sees the frames it retrieves.
+  generated frame posed by the episode's agent position (below), and each chunk sees the frames it retrieves;
+  a model with start_map also the start observation's frame of the task's map camera (latent_memory.map_slot).
 - `agent_advance` ((n, D) agent_pos, (n, j, A) actions -> (n, d <= D): where the actions take the agent;
   the task probe's `moving_camera_advance`): the agent position is dead-reckoned from the real start by
   the commanded motion instead of read off the generated frames by the heads. For a camera that rides
@@ -228,7 +229,8 @@ class WorldModelEnv(gym.vector.VectorEnv):
             spec = [-1 if s is None else int(s) for s in seed]
             self._gen.manual_seed(self._mixed(int(np.random.SeedSequence([s + 1 for s in spec]).generate_state(1)[0])))
             self._back_gen.manual_seed(self._gen.initial_seed())
-        frames, states, env_states, tasks, rows = [], [], [], [], np.flatnonzero(mask)
+        frames, states, env_states, tasks, maps, rows = [], [], [], [], [], np.flatnonzero(mask)
+        map_camera = self.memory.geometry.map_camera if self.memory is not None and self.memory.maps is not None else None
         for i in rows:
             obs = self.source(int(seeds[i]))
             seq = [obs] if isinstance(obs, dict) else list(obs)
@@ -238,12 +240,19 @@ class WorldModelEnv(gym.vector.VectorEnv):
             tasks.append(getattr(self.source, "task", ""))
             states.append(np.asarray(seq[-1]["agent_pos"], np.float32))
             env_states.append(np.asarray(seq[-1].get("environment_state", np.zeros(0)), np.float32))
+            if map_camera is not None:
+                if map_camera not in seq[-1]["pixels"]:
+                    raise ValueError(f"this world model reads the start frame of the map camera {map_camera!r} "
+                                     f"(start_map), which the context source's observation lacks (cameras "
+                                     f"{sorted(seq[-1]['pixels'])}): make the env render {map_camera!r}")
+                maps.append(np.asarray(seq[-1]["pixels"][map_camera], np.uint8).transpose(2, 0, 1))  # (3, S, S)
         if len(rows):
             # each row's oldest frame repeated to fill K, then encoded: (m, K, C, s, s)
             self.state.assign(rows, WorldModelState.from_frames(self.model, frames, device=self.device, tasks=tasks))
             self._start_latent[rows] = self.state.context[rows, -1]
             if self.memory is not None:
-                self.memory.reset(rows, self._start_latent[rows], np.stack(states))
+                self.memory.reset(rows, self._start_latent[rows], np.stack(states),
+                                  torch.from_numpy(np.stack(maps)) if maps else None)
             self._frames[rows] = np.stack([f[-1] for f in frames])
             self._agent_pos[rows] = np.stack(states)
             if self._env_state.shape[1]:

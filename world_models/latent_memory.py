@@ -38,6 +38,13 @@ class MemoryGeometry:
     """(..., D) agent_pos -> (..., 4, 4) the camera's camera-to-world pose (OpenCV convention)."""
     plane_z: float = 0.0
     """Height of the ground plane whose depth stands in for the depth of every frame."""
+    map_camera: str | None = None
+    """A fixed camera that sees the whole scene (PushCubeEgo's "top"), whose start frame a model with
+    `start_map` reads as a map (`map_slot`); None where the task has none."""
+    map_fovy: float | None = None
+    """The map camera's vertical field of view in degrees (square images)."""
+    map_pose: Any = None
+    """(4, 4) the map camera's camera-to-world pose (OpenCV convention)."""
     advance_fn: Any = None
     """(..., D) agent_pos, (..., H, A) actions -> (..., D): where the actions command the camera's carrier
     (the task's controller, from its probe). With it the memory is retrieved for, and drawn in, the
@@ -52,24 +59,34 @@ class MemoryGeometry:
         return np.asarray(self.pose_fn(agent_pos), np.float64)
 
     def intrinsics(self, size: int) -> np.ndarray:
-        """(3, 3) pinhole intrinsics for (size, size) images."""
-        focal = (size / 2) / np.tan(np.deg2rad(self.fovy) / 2)
-        return np.array([[focal, 0.0, size / 2], [0.0, focal, size / 2], [0.0, 0.0, 1.0]])
+        """(3, 3) pinhole intrinsics of the moving camera for (size, size) images."""
+        return pinhole(self.fovy, size)
+
+
+def pinhole(fovy: float, size: int) -> np.ndarray:
+    """(3, 3) intrinsics of a camera of vertical field of view `fovy` degrees for (size, size) images."""
+    focal = (size / 2) / np.tan(np.deg2rad(fovy) / 2)
+    return np.array([[focal, 0.0, size / 2], [0.0, focal, size / 2], [0.0, 0.0, 1.0]])
 
 
 def reproject(latents: torch.Tensor, src_poses: torch.Tensor, dst_poses: torch.Tensor, geometry: MemoryGeometry,
-              image_size: int, padded_size: int | None = None) -> torch.Tensor:
+              image_size: int, padded_size: int | None = None, src_fovy: float | None = None) -> torch.Tensor:
     """Memory latents drawn in another camera: each latent cell of the destination view takes the value
     (bilinear) of the cell of the source frame that sees the same point of the ground plane.
 
     latents (B, M, C, s, s), src_poses (B, M, 4, 4), dst_poses (B, 4, 4) -> (B, M, C + 1, s, s): the
     reprojected latents and a last channel that is 1 where the source frame sees the point, 0 elsewhere
-    (and the latents 0 there). A source pose of all zeros marks an empty slot (all 0). The latent grid
-    covers the (image_size, image_size) frame padded to `padded_size` (the codec's; default no padding)."""
+    (and the latents 0 there). A source pose of all zeros marks an empty slot (all 0). The grid (latent
+    cells, or pixels where s is the image's side) covers the (image_size, image_size) frame padded to
+    `padded_size` (the codec's; default no padding), in the moving camera. `src_fovy`: the sources are
+    (image_size, image_size) frames, unpadded, of another camera with this field of view (the map
+    camera's, `map_slot`); None: the moving camera's, padded like the destination."""
     b, m, c, s, _ = latents.shape
     dev = latents.device
     padded = padded_size or image_size
     k = torch.as_tensor(geometry.intrinsics(image_size), dtype=torch.float64, device=dev)
+    k_src = k if src_fovy is None else torch.as_tensor(pinhole(src_fovy, image_size), dtype=torch.float64, device=dev)
+    src_padded = padded if src_fovy is None else image_size
     centres = (torch.arange(s, dtype=torch.float64, device=dev) + 0.5) * (padded / s)  # latent cells in pixels
     v, u = torch.meshgrid(centres, centres, indexing="ij")
     rays = torch.stack([u, v, torch.ones_like(u)], -1).reshape(-1, 3) @ torch.linalg.inv(k).T  # (s*s, 3), z = 1
@@ -79,15 +96,44 @@ def reproject(latents: torch.Tensor, src_poses: torch.Tensor, dst_poses: torch.T
     points = dst[:, None, :3, 3] + t[..., None] * world_dir  # (B, s*s, 3) on the plane
     src = src_poses.to(torch.float64)
     cam = torch.einsum("bmji,bmnj->bmni", src[:, :, :3, :3], points[:, None] - src[:, :, None, :3, 3])  # R^T (p - t)
-    uvw = cam @ k.T  # (B, M, s*s, 3)
+    uvw = cam @ k_src.T  # (B, M, s*s, 3)
     uv = uvw[..., :2] / uvw[..., 2:3]
-    grid = torch.nan_to_num(uv / padded * 2 - 1, nan=2.0).to(latents.dtype).view(b * m, s, s, 2)  # [-1, 1] inside
+    grid = torch.nan_to_num(uv / src_padded * 2 - 1, nan=2.0).to(latents.dtype).view(b * m, s, s, 2)  # [-1, 1] inside
     valid = ((cam[..., 2] > 0) & (t[:, None] > 0) & ((uv >= 0) & (uv < image_size)).all(-1)
              & (src_poses.abs().flatten(2).sum(-1) > 0)[..., None])  # (B, M, s*s)
     out = F.grid_sample(latents.reshape(b * m, c, s, s), grid, mode="bilinear", padding_mode="zeros",
                         align_corners=False).view(b, m, c, s, s)
     mask = valid.view(b, m, 1, s, s)
     return torch.cat([torch.where(mask, out, 0.0), mask.to(latents.dtype)], dim=2)
+
+
+@torch.no_grad()
+def map_slot(codec: Any, maps: torch.Tensor, dst_poses: torch.Tensor, geometry: MemoryGeometry,
+             present: torch.Tensor | None = None) -> torch.Tensor:
+    """What a model with `start_map` reads beside its memory frames: each row's start frame of the map
+    camera (geometry.map_camera, which sees the whole scene) redrawn through the ground plane in the
+    camera its chunk heads for, then encoded, so that ground the moving camera has not yet seen is
+    known from the start.
+
+    maps (B, 3, S, S) uint8, dst_poses (B, 4, 4), present (B,) bool (rows with a map; default all) ->
+    (B, C + 1, s, s): the codec's latent of the redrawn frame and a mask of the latent cells the map
+    sees (the latent 0 elsewhere, and all 0 in rows without a map). Pixel-space redrawing keeps the
+    map's detail: its frame is at a coarser scale than the moving camera's."""
+    if geometry.map_camera is None or geometry.map_pose is None or geometry.map_fovy is None:
+        raise ValueError("a world model with start_map reads the start frame of the task's map camera, and this "
+                         "task's geometry names none (the probe's map_camera, map_camera_fovy, map_camera_pose)")
+    b, dev, size = len(maps), next(codec.buffers()).device, codec.cfg.image_size
+    maps = maps.to(dev)
+    src = torch.as_tensor(np.asarray(geometry.map_pose, np.float64), device=dev).expand(b, 1, 4, 4)
+    if present is not None:
+        src = src * present.to(dev).view(b, 1, 1, 1)
+    dst = dst_poses.to(dev, torch.float64)
+    drawn = reproject(maps[:, None].float(), src, dst, geometry, size, size, geometry.map_fovy)  # (B, 1, 4, S, S)
+    latent = codec.encode(drawn[:, 0, :3].round().clamp(0, 255).to(torch.uint8))  # (B, C, s, s)
+    s = latent.shape[-1]
+    mask = reproject(latent.new_zeros(b, 1, 1, s, s), src, dst, geometry, size, codec.padded_size,
+                     geometry.map_fovy)[:, 0, -1:]  # (B, 1, s, s)
+    return torch.cat([latent * mask, mask], dim=1)
 
 
 def episode_retrievals(poses: np.ndarray, geometry: MemoryGeometry, image_size: int, context: int, frames: int,
@@ -146,10 +192,22 @@ class LatentMemory:
         self.planned: np.ndarray | None = None
         """(B, H, D) where the next observed chunk's frames were taken, when the caller knows (a learned
         simulator dead-reckoning its agent, world_models/env.py); used by that observe only."""
+        self.maps = None  # (rows, 3, S, S) uint8: each episode's start frame of the map camera (start_map)
+        if model.cfg.start_map:
+            self.maps = torch.zeros(rows, 3, self.size, self.size, dtype=torch.uint8, device=model.state_mean.device)
 
-    def reset(self, rows: Sequence[int], latents: torch.Tensor, agent_pos: np.ndarray) -> None:
-        """New episodes in `rows`: their real start frames (m, C, s, s) at agent positions (m, D)."""
+    def reset(self, rows: Sequence[int], latents: torch.Tensor, agent_pos: np.ndarray,
+              maps: torch.Tensor | None = None) -> None:
+        """New episodes in `rows`: their real start frames (m, C, s, s) at agent positions (m, D); for a
+        model with start_map also their start frames of the map camera, maps (m, 3, S, S) uint8."""
         rows = list(rows)
+        if self.maps is not None:
+            if maps is None or tuple(maps.shape) != (len(rows), *self.maps.shape[1:]):
+                raise ValueError(f"this world model reads the start frame of the map camera "
+                                 f"{self.geometry.map_camera!r} (start_map): pass maps ({len(rows)}, "
+                                 f"{', '.join(map(str, self.maps.shape[1:]))}) uint8, got "
+                                 f"{None if maps is None else tuple(maps.shape)}")
+            self.maps[rows] = maps.to(self.maps.device, torch.uint8)
         self.bank.reset(rows)
         for j, row in enumerate(rows):
             self.t[row], self.newest_pos[row] = 0, None
@@ -177,7 +235,8 @@ class LatentMemory:
     def context(self, actions: torch.Tensor | None = None, rows: Sequence[int] | None = None) -> torch.Tensor:
         """(B, M, C + 1, s, s): each row's retrieved frames reprojected into the camera the next chunk,
         of `actions` (B, H, A), is expected to end in (geometry.chunk_pose; without actions, the newest
-        frame's camera); none from the frames its context holds (the newest K)."""
+        frame's camera); none from the frames its context holds (the newest K). A model with start_map
+        gets (B, M + 1, C + 1, s, s): the map (`map_slot`) last."""
         rows = list(range(len(self.bank))) if rows is None else list(rows)
         acts = None if actions is None else actions.detach().cpu().double().numpy()  # (B, H, A)
         m, kk = self.model.cfg.memory_frames, self.model.cfg.context
@@ -196,8 +255,13 @@ class LatentMemory:
                                             exclude_after=int(self.t[row]) - kk, k=m)
             for slot, (_, (latent, pose), _) in enumerate(found):
                 lat[j, slot], src[j, slot] = latent, torch.from_numpy(pose)
+        placed = torch.from_numpy(np.isfinite(dst).all((1, 2)) & dst.any((1, 2)))  # (B,) rows with a view
         dst = torch.from_numpy(np.nan_to_num(dst))
-        return reproject(lat, src.to(dev), dst.to(dev), self.geometry, self.size, self.model.codec.padded_size)
+        out = reproject(lat, src.to(dev), dst.to(dev), self.geometry, self.size, self.model.codec.padded_size)
+        if self.maps is None:
+            return out
+        drawn = map_slot(self.model.codec, self.maps[rows], dst.to(dev), self.geometry, placed)  # (B, C + 1, s, s)
+        return torch.cat([out, drawn[:, None].to(out)], dim=1)
 
     def _offer(self, row: int, latent: torch.Tensor, agent_pos: np.ndarray) -> None:
         pose = np.asarray(self.geometry.pose_fn(agent_pos), np.float64)

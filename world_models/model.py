@@ -18,7 +18,8 @@ those actions produce (one frame per action). Pieces, all trained jointly by `lo
     heads       a small CNN on one latent frame -> agent_pos, environment_state, success logit, reward (heads.py)
     memory      with cfg.memory_frames M > 0, M past frames the spatial memory retrieved, reprojected
                 into the camera the chunk heads for, a mask channel each (world_models/latent_memory.py);
-                zeros where none (and for backward windows)
+                zeros where none (and for backward windows); with cfg.start_map one slot more, last:
+                the map camera's start frame redrawn there (latent_memory.map_slot)
     idm         inverse dynamics: (previous latent, H next latents) -> the H actions between them;
                 forward-inverse consistency asks it to recover the actions from the denoiser's output
 
@@ -76,7 +77,7 @@ class LatentWorldModel(nn.Module):
         self.unet_pad = -s % 2 ** (n - 1)  # latent sides the UNet's n - 1 halvings need: pad, then crop
         down = ("DownBlock2D",) + (("AttnDownBlock2D",) if cfg.attention else ("DownBlock2D",)) * (n - 1)
         up = (("AttnUpBlock2D",) if cfg.attention else ("UpBlock2D",)) * (n - 1) + ("UpBlock2D",)
-        self.memory_channels = cfg.memory_frames * (c + 1)
+        self.memory_channels = (cfg.memory_frames + int(cfg.start_map)) * (c + 1)
         self.denoiser = UNet2DModel(
             sample_size=s + self.unet_pad, in_channels=(h + k) * c + self.memory_channels, out_channels=h * c, block_out_channels=cfg.channels,
             layers_per_block=1, down_block_types=down, up_block_types=up, class_embed_type="identity",

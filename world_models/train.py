@@ -181,7 +181,8 @@ def train_dynamics(trainer: Trainer, model: LatentWorldModel, episodes: Sequence
     model.codec.requires_grad_(False).eval()
     latents = encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera))
     data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, model.cfg.instruction_buckets,
-                         model.cfg.memory_frames, geometry, model.codec_cfg.image_size, model.codec.padded_size)
+                         model.cfg.memory_frames, geometry, model.codec_cfg.image_size, model.codec.padded_size,
+                         model.codec if model.cfg.start_map else None)
     batches = dynamics_batches(data, model.cfg, tcfg.batch_size, moving_fraction, trainer.seed, revisit_fraction)
     extra = {"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {}
     return trainer.fit("dynamics", Objective(model, dynamics_loss), tcfg, batches,

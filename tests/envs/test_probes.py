@@ -100,6 +100,10 @@ def test_a_probe_refuses_an_auto_judge_it_cannot_run_and_tracked_positions_of_tw
         replace(lift, tracked_object=slice(0, 2))
     with pytest.raises(ValueError, match="go together"):
         replace(lift, tracked_object=None)
+    ego = get_probe("wmsuite/PushCubeEgo-v0")
+    assert ego.map_camera == "top" and ego.map_camera_pose.shape == (4, 4)
+    with pytest.raises(ValueError, match="map_camera, map_camera_fovy and map_camera_pose go together"):
+        replace(ego, map_camera_fovy=None)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

@@ -97,7 +97,8 @@ def memory_geometry(env_id: str, camera: str):
         raise ValueError(f"the spatial memory follows {env_id}'s moving camera {probe.moving_camera!r}, but the world "
                          f"model generates {camera!r}; train it with --model.camera {probe.moving_camera}")
     return MemoryGeometry(fovy=probe.moving_camera_fovy, pose_fn=probe.moving_camera_pose,
-                          advance_fn=probe.moving_camera_advance)
+                          advance_fn=probe.moving_camera_advance, map_camera=probe.map_camera,
+                          map_fovy=probe.map_camera_fovy, map_pose=probe.map_camera_pose)
 
 
 def recorded_env_id(data: str, episodes: list) -> str:

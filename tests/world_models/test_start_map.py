@@ -1,0 +1,156 @@
+"""The start map of a spatial memory: the fixed top camera's start frame redrawn in the moving camera,
+checked against the simulator's own ego render, and carried as one more memory slot through the
+training windows, the warm start and the learned simulator's reset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from wmsuite.cli.common import memory_geometry
+from wmsuite.envs.push_cube_ego import ego_pose, top_pose
+from wmsuite.world_models.config import CodecConfig
+from wmsuite.world_models.data import LatentWindows
+from wmsuite.world_models.latent_memory import MemoryGeometry, map_slot, pinhole, reproject
+from wmsuite.world_models.model import LatentWorldModel
+from wmsuite.world_models.train import state_stats, warm_start
+
+from .conftest import tiny_config
+
+ENV = "wmsuite/PushCubeEgo-v0"
+SIZE = 16  # image side of the tiny models; latents 4 x 4 at downsample 4
+
+
+def _episodes(n: int = 2, steps: int = 20, size: int = SIZE):
+    from wmsuite.envs.experts import make_expert
+    from wmsuite.rollout import RolloutConfig, make_vector_env, rollout
+
+    env = make_vector_env(ENV, 1, asynchronous=False,
+                          env_kwargs={"image_size": size, "cameras": ("ego", "top"), "max_episode_steps": steps})
+    eps = list(rollout(make_expert(ENV, skill=1.0, seed=0), env, RolloutConfig(episodes=n, seed=0, progress=False)))
+    env.close()
+    return eps
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return _episodes()
+
+
+def _model(episodes, memory_frames: int, start_map: bool, seed: int = 0) -> LatentWorldModel:
+    torch.manual_seed(seed)
+    codec_cfg = CodecConfig(kind="pixel", image_size=SIZE, downsample=4, width=16, blocks=1)
+    cfg = tiny_config(camera="ego", env_state_dim=6, memory_frames=memory_frames, start_map=start_map)
+    model = LatentWorldModel(cfg, codec_cfg, state_stats(episodes))
+    frames = torch.from_numpy(np.concatenate([ep.obs["ego"] for ep in episodes]).transpose(0, 3, 1, 2).copy())
+    model.codec.fit_latent_stats(frames)
+    return model
+
+
+def test_the_top_frame_redrawn_in_the_ego_camera_is_what_the_ego_camera_renders():
+    """The table, the goal and the landmarks lie on the ground plane, so the top camera's frame redrawn
+    through it must look like the simulator's ego render of the same step; redrawn 5 cm off, it must not."""
+    episodes = _episodes(n=1, steps=30, size=64)
+    ep, geometry = episodes[0], memory_geometry(ENV, "ego")
+    import gymnasium as gym
+
+    env = gym.make(ENV, image_size=64).unwrapped
+    env.reset(seed=0)
+    k, pose = env.camera_geometry("top", 64)
+    env.close()
+    np.testing.assert_allclose(pose, top_pose(), atol=1e-9)
+    np.testing.assert_allclose(k, pinhole(geometry.map_fovy, 64))
+    top = torch.from_numpy(ep.obs["top"]).permute(0, 3, 1, 2).float()[:, None]  # (T+1, 1, 3, S, S)
+    src = torch.from_numpy(top_pose()).expand(len(top), 1, 4, 4)
+    errors = {}
+    for name, shift in (("true", 0.0), ("off", 0.05)):
+        dst = torch.from_numpy(ego_pose(ep.state + np.float32(shift)))
+        drawn = reproject(top, src, dst, geometry, 64, 64, geometry.map_fovy)  # (T+1, 1, 4, S, S)
+        assert (drawn[:, 0, 3] == 1).all()  # the top camera sees every point the ego camera does
+        ego = torch.from_numpy(ep.obs["ego"]).permute(0, 3, 1, 2).float()
+        errors[name] = float((drawn[:, 0, :3] - ego).abs().mean())
+    assert errors["true"] < 6 and errors["off"] > 2 * errors["true"], errors
+
+
+def test_the_map_slot_is_the_encoded_redrawn_frame_with_its_mask(episodes):
+    model = _model(episodes, 2, True)
+    geometry = memory_geometry(ENV, "ego")
+    maps = torch.from_numpy(np.stack([ep.obs["top"][0] for ep in episodes])).permute(0, 3, 1, 2)  # (2, 3, S, S)
+    dst = torch.from_numpy(ego_pose(np.stack([ep.state[5] for ep in episodes])))
+    slot = map_slot(model.codec, maps, dst, geometry, present=torch.tensor([True, False]))
+    c, s = model.codec.latent_channels, model.codec.latent_size
+    assert slot.shape == (2, c + 1, s, s)
+    assert (slot[0, -1] == 1).all() and (slot[1] == 0).all()  # a row without a map: nothing, mask 0
+    drawn = reproject(maps[:1, None].float(), torch.from_numpy(top_pose())[None, None], dst[:1], geometry, SIZE,
+                      SIZE, geometry.map_fovy)[0, 0, :3]
+    torch.testing.assert_close(slot[0, :c], model.codec.encode(drawn.round().to(torch.uint8)[None])[0])
+    with pytest.raises(ValueError, match="map camera"):
+        map_slot(model.codec, maps, dst, MemoryGeometry(fovy=50.0, pose_fn=ego_pose))
+
+
+def test_a_start_map_model_reads_the_map_last_and_starts_as_its_memory_source(episodes):
+    with pytest.raises(ValueError, match="memory_frames"):
+        tiny_config(camera="ego", memory_frames=0, start_map=True)
+    geometry = memory_geometry(ENV, "ego")
+    base, mapped = _model(episodes, 2, False), _model(episodes, 2, True, seed=1)
+    assert "conv_in" not in warm_start(mapped, base).split("fresh:")[1]
+    latents = [mapped.codec.encode(torch.from_numpy(ep.obs["ego"]).permute(0, 3, 1, 2)) for ep in episodes]
+    args = (episodes, latents, mapped.cfg.context, mapped.cfg.chunk, 0, 2, geometry, SIZE, mapped.codec.padded_size)
+    plain, data = LatentWindows(*args), LatentWindows(*args, map_codec=mapped.codec)
+    idx = list(range(len(data)))
+    batch = data.batch(idx)
+    c, s = mapped.codec.latent_channels, mapped.codec.latent_size
+    assert batch["memory"].shape == (len(data), 3, c + 1, s, s)
+    torch.testing.assert_close(batch["memory"][:, :2], plain.batch(idx)["memory"])  # the retrieved slots unchanged
+    e, t = int(data.windows[7]["episode_index"]), int(data.windows[7]["t"])
+    top = torch.from_numpy(episodes[e].obs["top"][:1]).permute(0, 3, 1, 2)  # the episode's start frame, always
+    want = map_slot(mapped.codec, top, torch.from_numpy(data.views[e][t])[None], geometry)
+    torch.testing.assert_close(batch["memory"][7, 2], want[0])
+    b = len(data)
+    noisy = (torch.randn(b, mapped.cfg.chunk, c, s, s), torch.full((b,), 0.7), batch["context"], batch["actions"],
+             torch.ones(b), torch.zeros(b))
+    with torch.no_grad():  # the map's channels start at zero: the memory model's outputs, whatever the map shows
+        torch.testing.assert_close(mapped.denoise(*noisy, memory=batch["memory"]),
+                                   base.denoise(*noisy, memory=batch["memory"][:, :2]))
+    loss, _ = mapped.loss(batch)
+    loss.backward()
+    assert mapped.denoiser.conv_in.weight.grad[:, -(c + 1):].abs().sum() > 0  # the map's channels learn
+    with pytest.raises(ValueError, match="cameras"):
+        LatentWindows([_without_top(ep) for ep in episodes], *args[1:], map_codec=mapped.codec)
+
+
+def _without_top(ep):
+    from dataclasses import replace
+
+    return replace(ep, obs={"ego": ep.obs["ego"]})
+
+
+def test_the_learned_simulator_reads_the_map_from_each_reset_and_refuses_an_env_without_its_camera(episodes):
+    import wmsuite.envs  # noqa: F401  (registers the id)
+    from wmsuite.world_models import make_world_model_env
+
+    model, geometry = _model(episodes, 2, True), memory_geometry(ENV, "ego")
+    kwargs = {"judge": "state", "success_fn": lambda e: np.zeros(e.shape[:-1], bool), "memory_geometry": geometry}
+    env = make_world_model_env(model, ENV, 2, env_kwargs={"image_size": SIZE, "cameras": ("ego", "top")}, **kwargs)
+    env.reset(seed=[3, 4])
+    import gymnasium as gym
+
+    real = gym.make(ENV, image_size=SIZE, cameras=("ego", "top"))
+    tops = [real.reset(seed=seed)[0]["pixels"]["top"] for seed in (3, 4)]
+    real.close()
+    np.testing.assert_array_equal(env.memory.maps.permute(0, 2, 3, 1).numpy(), np.stack(tops))
+    acts = torch.zeros(2, model.cfg.chunk, 2)
+    context = env.memory.context(acts)
+    assert context.shape[1] == 3 and (context[:, 2, -1] == 1).all()  # the map sees the whole start view
+    env.step(np.zeros(env.action_space.shape, np.float32))
+    env.reset(seed=[9, 4], options={"reset_mask": np.array([True, False])})
+    real = gym.make(ENV, image_size=SIZE, cameras=("ego", "top"))
+    np.testing.assert_array_equal(env.memory.maps[0].permute(1, 2, 0).numpy(), real.reset(seed=9)[0]["pixels"]["top"])
+    real.close()
+    np.testing.assert_array_equal(env.memory.maps[1].permute(1, 2, 0).numpy(), tops[1])  # the other row kept
+    env.close()
+    env = make_world_model_env(model, ENV, 1, env_kwargs={"image_size": SIZE, "cameras": ("ego",)}, **kwargs)
+    with pytest.raises(ValueError, match="map camera 'top'"):
+        env.reset(seed=[0])
+    env.close()
