@@ -60,7 +60,8 @@ from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
 from wmsuite.world_models.codec import reconstruction_psnr, split_cameras, stack_cameras
 from wmsuite.world_models.config import camera_names
-from wmsuite.world_models.data import time_reversed
+from wmsuite.world_models.data import map_frame, time_reversed
+from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry
 from wmsuite.world_models.model import BACKWARD, FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
@@ -97,9 +98,14 @@ def ssim(a: np.ndarray, b: np.ndarray, window: int = 7, sigma: float = 1.5) -> n
 
 @torch.no_grad()
 def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed: int = 0,
-                      steps: int | None = None, direction: int = FORWARD) -> dict[str, Any]:
+                      steps: int | None = None, direction: int = FORWARD,
+                      geometry: MemoryGeometry | None = None) -> dict[str, Any]:
     """Roll every episode open-loop from its first frame with its true actions (one batch), in
-    `direction` (BACKWARD for time-reversed episodes, world_models/data.py: time_reversed).
+    `direction` (BACKWARD for time-reversed episodes, world_models/data.py: time_reversed). A model with
+    spatial memory rolls forward with it (`geometry`, the task's moving camera, required): each
+    episode's memory holds its real first frame, then the generated frames, posed by the episode's
+    recorded agent positions (the learned simulator dead-reckons them from the actions instead);
+    backward, it reads no memory, as in training.
 
     The model generates a chunk of H frames from all H actions at once, so a chunk that runs past an
     episode's end would condition its frames on actions that never happened (the padding). Where an
@@ -122,7 +128,12 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
     first = torch.from_numpy(np.stack([stack_cameras(ep.obs, cam)[0] for ep in episodes])).permute(0, 3, 1, 2)  # (N, 3, S, S)
     z0 = model.codec.encode(first)  # (N, C, s, s)
     gen = torch.Generator().manual_seed(seed)
-    lat, _ = rollout(model, WorldModelState.from_latents(z0[:, None], k), act, direction, steps, gen)
+    with_memory = bool(model.cfg.memory_frames) and direction == FORWARD
+    if with_memory and geometry is None:
+        raise ValueError("a world model with spatial memory rolls out with it: pass geometry, the task's moving "
+                         "camera (wmsuite.cli.common.memory_geometry)")
+    memory = _memory(model, geometry, episodes, z0[:, None], [0] * n) if with_memory else None
+    lat, _ = rollout(model, WorldModelState.from_latents(z0[:, None], k), act, direction, steps, gen, memory)
     latents_t = torch.cat([z0[:, None], lat], dim=1)  # (N, n_chunks*H + 1, C, s, s)
     idm_t = torch.cat([(model.inverse_dynamics(latents_t[:, j * h], lat[:, j * h : (j + 1) * h])
                         - act[:, j * h : (j + 1) * h]).abs().mean(-1) for j in range(n_chunks)], 1)  # (N, n_chunks*H)
@@ -133,7 +144,9 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
         ctx_idx = torch.tensor([[max(0, ends[i] - h - k + 1 + m) for m in range(k)] for i in partial])  # (P, K)
         ctx = latents_t[torch.tensor(partial)[:, None], ctx_idx]  # (P, K, C, s, s)
         last_act = torch.stack([act[i, ends[i] - h : ends[i]] for i in partial])  # (P, H, A)
-        lat, _ = rollout(model, WorldModelState(ctx), last_act, direction, steps, gen)  # (P, H, C, s, s)
+        memory = _memory(model, geometry, [episodes[i] for i in partial], latents_t[partial],
+                         [ends[i] - h for i in partial]) if with_memory else None
+        lat, _ = rollout(model, WorldModelState(ctx), last_act, direction, steps, gen, memory)  # (P, H, C, s, s)
         err = (model.inverse_dynamics(ctx[:, -1], lat) - last_act).abs().mean(-1)  # (P, H)
         for p, i in enumerate(partial):
             r = ends[i] % h  # frames after the last whole chunk
@@ -145,12 +158,32 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
             "env_state": heads["environment_state"].numpy()}
 
 
+def _memory(model: LatentWorldModel, geometry: MemoryGeometry, episodes: Sequence[Episode], latents: torch.Tensor,
+            upto: Sequence[int]) -> LatentMemory:
+    """The memory of open-loop rollouts of `episodes` whose rows hold frames 0..upto[i] of latents (N, T', C,
+    s, s) (the real first frame, then generated ones); the frames the rollout adds are posed by the
+    episode's recorded agent positions."""
+
+    def recorded(lat: torch.Tensor) -> np.ndarray:  # (N, H, C, s, s) -> (N, H, D)
+        return np.stack([ep.state[np.minimum(np.arange(t + 1, t + lat.shape[1] + 1), ep.length)]
+                         for ep, t in zip(episodes, memory.t)])
+
+    memory = LatentMemory(model, geometry, len(episodes), poses=recorded)
+    for j, ep in enumerate(episodes):
+        memory.reset([j], latents[j, :1], ep.state[:1], map_frame(ep, geometry) if model.cfg.start_map else None)
+        for f in range(1, upto[j] + 1):
+            memory.append(j, latents[j, f], ep.state[min(f, ep.length)])
+    return memory
+
+
 @torch.no_grad()
 def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], probe: TaskProbe,
                       horizons: Sequence[int] = DEFAULT_HORIZONS, batch_size: int = 64, seed: int = 0,
                       steps: int | None = None, repeats: int = 1,
-                      replay_p_success: np.ndarray | None = None, direction: int = FORWARD) -> dict[str, Any]:
-    """All the figures of the module docstring, for episodes of the task `probe` describes.
+                      replay_p_success: np.ndarray | None = None, direction: int = FORWARD,
+                      geometry: MemoryGeometry | None = None) -> dict[str, Any]:
+    """All the figures of the module docstring, for episodes of the task `probe` describes (`geometry`:
+    the task's moving camera, which a model with spatial memory rolls out with; rollout_open_loop).
 
     With `direction` BACKWARD, the open-loop figures only (psnr, ssim, object and state errors by
     horizon) of every episode played backward: from its last frame, with its actions reversed
@@ -183,7 +216,8 @@ def evaluate_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], prob
     batches = [(start, r) for start in range(0, len(episodes), batch_size) for r in range(repeats)]
     for start, r in batches:
         eps = list(episodes[start : start + batch_size])
-        out = rollout_open_loop(model, eps, seed=seed + start + 1_000_000 * r, steps=steps, direction=direction)
+        out = rollout_open_loop(model, eps, seed=seed + start + 1_000_000 * r, steps=steps, direction=direction,
+                                geometry=geometry)
         lat = out["latents"]
         for i, ep in enumerate(eps):
             t_end = ep.length

@@ -305,7 +305,7 @@ def generated_head_data(model: LatentWorldModel, episodes: Sequence[Episode], la
     return torch.cat(out_lat).to(latents.device), torch.cat(out_idx).to(latents.device)
 
 
-def _map_frame(episode: Episode, geometry: MemoryGeometry, t: int) -> torch.Tensor:
+def map_frame(episode: Episode, geometry: MemoryGeometry, t: int = 0) -> torch.Tensor:
     """(1, 3, S, S) uint8: frame t of the map camera, where a start_map model's imagined episode starts."""
     if geometry.map_camera not in episode.obs:
         raise ValueError(f"a model with start_map reads the map camera {geometry.map_camera!r}, which these episodes "
@@ -329,7 +329,7 @@ def _true_pose_memory(model: LatentWorldModel, geometry: MemoryGeometry, episode
     memory = LatentMemory(model, geometry, len(eps), poses=recorded)
     for j, (a, f0, t) in enumerate(zip(eps, first, starts)):
         memory.reset([j], latents[offsets[a] + f0][None], episodes[a].state[f0][None],
-                     _map_frame(episodes[a], geometry, f0) if model.cfg.start_map else None)
+                     map_frame(episodes[a], geometry, f0) if model.cfg.start_map else None)
         for f in range(f0 + 1, t + 1):
             memory.append(j, latents[offsets[a] + f], episodes[a].state[f])
     return memory

@@ -102,7 +102,7 @@ class _ChunkIntegrator:
     constant action c, frame t is then c * t exactly when every chunk it came from held real actions."""
 
     def __init__(self, k: int = 2, h: int = 4) -> None:
-        self.cfg = SimpleNamespace(camera="top", context=k, chunk=h, action_dim=1)
+        self.cfg = SimpleNamespace(camera="top", context=k, chunk=h, action_dim=1, memory_frames=0)
         self.codec = SimpleNamespace(encode=lambda frames: torch.zeros(len(frames), 1, 1, 1))
 
     def generate(self, context, actions, direction=1, steps=None, generator=None, instruction=None):  # (B, K, 1, 1, 1) -> (B, H, 1, 1, 1)
@@ -144,7 +144,7 @@ class _BackwardTable:
         from wmsuite.world_models.data import time_reversed
 
         self.cfg = SimpleNamespace(camera="top", context=k, chunk=h, action_dim=PROBE.action_dim,
-                                   env_state_dim=PROBE.env_state_dim, p_backward=1.0, sampling_steps=1)
+                                   env_state_dim=PROBE.env_state_dim, p_backward=1.0, sampling_steps=1, memory_frames=0)
         self.codec = make_codec(CodecConfig(kind="pixel", downsample=4))
         self.codec.fit_latent_stats(torch.cat([torch.from_numpy(ep.obs["top"]).permute(0, 3, 1, 2)
                                                for ep in episodes]))

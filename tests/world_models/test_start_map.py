@@ -154,3 +154,30 @@ def test_the_learned_simulator_reads_the_map_from_each_reset_and_refuses_an_env_
     with pytest.raises(ValueError, match="map camera 'top'"):
         env.reset(seed=[0])
     env.close()
+
+
+def test_open_loop_fidelity_rolls_a_memory_model_with_its_memory_posed_by_the_recorded_path(episodes, monkeypatch):
+    from wmsuite.eval_harness import fidelity
+    from wmsuite.world_models.latent_memory import LatentMemory
+
+    model, geometry = _model(episodes, 2, True), memory_geometry(ENV, "ego")
+    with pytest.raises(ValueError, match="geometry"):
+        fidelity.rollout_open_loop(model, episodes)
+    original, kept = fidelity._memory, []
+
+    def spy(*args):
+        kept.append(original(*args))
+        return kept[-1]
+
+    monkeypatch.setattr(fidelity, "_memory", spy)
+    out = fidelity.rollout_open_loop(model, episodes, geometry=geometry)
+    (memory,) = kept
+    steps = out["latents"].shape[1] - 1  # whole chunks: the episodes' 20 steps
+    assert memory.t.tolist() == [steps] * len(episodes)
+    for j, ep in enumerate(episodes):  # the last generated frame posed where the episode really was
+        np.testing.assert_allclose(memory.newest_pos[j], ep.state[min(steps, ep.length)])
+        assert len(memory.bank[j].keyframes) >= 1
+    monkeypatch.setattr(LatentMemory, "context", lambda self, actions=None, rows=None: torch.zeros(
+        len(episodes), 3, model.codec.latent_channels + 1, model.codec.latent_size, model.codec.latent_size))
+    blind = fidelity.rollout_open_loop(model, episodes, geometry=geometry)
+    assert not torch.equal(blind["latents"][:, 1:], out["latents"][:, 1:])  # the memory (the map from chunk 1) is read

@@ -24,6 +24,8 @@ revisit_psnr, first_visit_psnr, revisit_object_error, first_visit_object_error, 
 position relative to the agent on the frames that show it (*_relative_object_error), revisit_frames,
 first_visit_frames (one chunk from real context at every window; --revisit-gap frames away counts as
 left).
+A model with spatial memory is rolled out open loop with its memory (and its start map), each
+generated frame posed by the episode's recorded agent position.
 
 With --replays, the real simulator replays every episode's actions from the starts whose first frame
 is identical to the episode's (wmsuite/eval_harness/replays.py) and the figures gain
@@ -141,10 +143,12 @@ def run(cfg: EvalWMConfig) -> int:
         print(f"note: {reason}; the detector figures (object_error, object_detect_rate, "
               "success_agreement_detector, contact) are skipped")
     replays = _replays(cfg, probe, episodes, model.cfg.camera) if cfg.replays else {}
+    geometry = memory_geometry(env_id, model.cfg.camera) if model.cfg.memory_frames else None
     start = time.time()
     metrics = evaluate_fidelity(model, episodes, probe, horizons=cfg.horizons,
                                 batch_size=cfg.batch_size, seed=cfg.seed, steps=cfg.sampling_steps or None,
-                                repeats=cfg.repeats, replay_p_success=replays.get("replay_p_success"))
+                                repeats=cfg.repeats, replay_p_success=replays.get("replay_p_success"),
+                                geometry=geometry)
     if cfg.backward:
         metrics["backward"] = evaluate_fidelity(model, episodes, probe, horizons=cfg.horizons,
                                                 batch_size=cfg.batch_size, seed=cfg.seed,
