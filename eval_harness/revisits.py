@@ -56,7 +56,7 @@ def revisit_fidelity(model: LatentWorldModel, episodes: Sequence[Episode], geome
         stack_cameras(ep.obs, cam).transpose(0, 3, 1, 2)))) for ep in episodes]
     data = LatentWindows(episodes, latents, k, h, model.cfg.instruction_buckets, model.cfg.memory_frames,
                          geometry if model.cfg.memory_frames else None, size, model.codec.padded_size,
-                         model.codec if model.cfg.start_map else None)
+                         model.codec if model.cfg.start_map else None, model.cfg.map_unseen)
     labels = revisit_labels(episodes, geometry, gap)
     in_view = [object_in_view(ep, geometry, object_xy, size) for ep in episodes]
     gen = torch.Generator().manual_seed(seed)

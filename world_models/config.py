@@ -93,6 +93,10 @@ class WorldModelConfig:
     map camera (PushCubeEgo's "top", which sees the whole table) redrawn in the camera the chunk heads
     for (latent_memory.map_slot): the moving camera's first visits then show what was there at the
     start instead of an invention. Needs memory_frames > 0 and a probe that names a map camera."""
+    map_unseen: bool = False
+    """Show the start map only on ground the episode's frames have not shown yet (`SpatialMemory.was_seen`):
+    the map is the scene at the start, so where the camera has looked since, its frames know better, and
+    an object pushed from where the map shows it must not be drawn there again."""
     attention: bool = False
     """Self-attention in the UNet's lower-resolution blocks (off: at the coarsest level the
     convolutions already see the whole latent frame, and attention makes every step slower)."""
@@ -206,6 +210,8 @@ class WorldModelConfig:
             raise ValueError(f"memory_frames must be >= 0 (0: no memory), got {self.memory_frames}")
         if self.start_map and not self.memory_frames:
             raise ValueError("start_map is a slot of the spatial memory: set memory_frames > 0 with it")
+        if self.map_unseen and not self.start_map:
+            raise ValueError("map_unseen masks the start map: set start_map with it")
         if self.instruction_buckets is not None and self.instruction_buckets < 0:
             raise ValueError(f"instruction_buckets must be >= 0 (or None: from the data), got {self.instruction_buckets}")
         if self.action_dim is not None and self.action_dim < 1:

@@ -26,6 +26,7 @@ from wmsuite.world_models.latent_memory import (
     LatentMemory,
     MemoryGeometry,
     episode_retrievals,
+    episode_seen,
     map_slot,
     reproject,
     revisit_labels,
@@ -82,9 +83,10 @@ class LatentWindows:
     def __init__(self, episodes: Sequence[Episode], latents: list[torch.Tensor], context: int, chunk: int,
                  instruction_buckets: int | None = None, memory_frames: int = 0,
                  geometry: MemoryGeometry | None = None, image_size: int = 0, padded_size: int = 0,
-                 map_codec: FrameCodec | None = None) -> None:
+                 map_codec: FrameCodec | None = None, map_unseen: bool = False) -> None:
         """`map_codec`: for a model with start_map, its codec; each window's memory then ends in one more
-        slot, the episode's start frame of the map camera redrawn in the window's view (map_slot)."""
+        slot, the episode's start frame of the map camera redrawn in the window's view (map_slot), with
+        `map_unseen` only where the episode's frames up to the window have not shown the ground."""
         self.k, self.h = context, chunk
         self.windows = WindowDataset(episodes, WindowConfig(context=context, chunk=chunk, future=chunk + context - 1),
                                      cameras=[])
@@ -117,6 +119,11 @@ class LatentWindows:
                                  f"cameras {sorted(episodes[(missing or [0])[0]].obs)}: record the data with it")
             # per episode (3, S, S) uint8, the map camera's first frame
             self.maps = torch.from_numpy(np.stack([ep.obs[cam][0] for ep in episodes])).permute(0, 3, 1, 2).contiguous()
+        self.seen = None  # per episode (T+1, s, s) bool: window t's cells whose ground frames 0..t showed
+        if map_codec is not None and map_unseen:
+            s = map_codec.latent_size
+            self.seen = [episode_seen(p, v, geometry, image_size, self.padded_size, s)
+                         for p, v in tqdm(list(zip(self.poses, self.views)), desc="memory: seen", unit="ep", leave=False)]
 
     @functools.cached_property
     def moving(self) -> torch.Tensor:
@@ -194,8 +201,10 @@ class LatentWindows:
                         self.padded_size)
         if self.maps is None:
             return out
+        seen = None if self.seen is None else torch.from_numpy(np.stack(
+            [self.seen[int(it["episode_index"])][int(it["t"])] for it in items]))  # (B, s, s)
         drawn = map_slot(self.map_codec, self.maps[[int(it["episode_index"]) for it in items]], torch.stack(dst),
-                         self.geometry)  # (B, C + 1, s, s)
+                         self.geometry, seen=seen)  # (B, C + 1, s, s)
         return torch.cat([out, drawn[:, None].to(out)], dim=1)
 
 

@@ -107,9 +107,38 @@ def reproject(latents: torch.Tensor, src_poses: torch.Tensor, dst_poses: torch.T
     return torch.cat([torch.where(mask, out, 0.0), mask.to(latents.dtype)], dim=2)
 
 
+def ground_cells(dst_poses: np.ndarray, geometry: MemoryGeometry, image_size: int, padded_size: int,
+                 s: int) -> np.ndarray:
+    """dst_poses (B, 4, 4) -> (B, s*s, 3): the ground-plane point each cell of an s x s grid over the
+    (image_size, image_size) frame padded to padded_size sees, row-major (1 km away where a ray misses it)."""
+    centres = (np.arange(s) + 0.5) * (padded_size / s)
+    u, v = np.meshgrid(centres, centres)
+    rays = np.c_[u.reshape(-1), v.reshape(-1), np.ones(s * s)] @ np.linalg.inv(geometry.intrinsics(image_size)).T
+    dst = np.asarray(dst_poses, np.float64)
+    world_dir = np.einsum("bij,nj->bni", dst[:, :3, :3], rays)  # (B, s*s, 3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (geometry.plane_z - dst[:, None, 2, 3]) / world_dir[..., 2]
+    t = np.where(t > 0, t, np.inf)
+    # a ray that misses the plane: a point 1 km away, which no frame has seen (and within the voxel grid)
+    return np.nan_to_num(dst[:, None, :3, 3] + t[..., None] * world_dir, nan=1e3, posinf=1e3, neginf=-1e3).clip(-1e3, 1e3)
+
+
+def episode_seen(poses: np.ndarray, views: np.ndarray, geometry: MemoryGeometry, image_size: int,
+                 padded_size: int, s: int, cfg: MemoryConfig | None = None) -> np.ndarray:
+    """For every frame t of one episode, which cells of window t's view (views[t]) show ground that frames
+    0..t saw: poses, views (T+1, 4, 4) -> (T+1, s, s) bool, as `LatentMemory` finds it in imagination
+    (`SpatialMemory.was_seen`, the ground plane's depth at image_size)."""
+    k, memory = geometry.intrinsics(image_size), SpatialMemory(cfg or MemoryConfig())
+    out = np.zeros((len(poses), s, s), bool)
+    for t in range(len(poses)):
+        memory.add(t, plane_depth(k, poses[t], (image_size, image_size), geometry.plane_z), k, poses[t])
+        out[t] = memory.was_seen(ground_cells(views[t][None], geometry, image_size, padded_size, s)[0]).reshape(s, s)
+    return out
+
+
 @torch.no_grad()
 def map_slot(codec: Any, maps: torch.Tensor, dst_poses: torch.Tensor, geometry: MemoryGeometry,
-             present: torch.Tensor | None = None) -> torch.Tensor:
+             present: torch.Tensor | None = None, seen: torch.Tensor | None = None) -> torch.Tensor:
     """What a model with `start_map` reads beside its memory frames: each row's start frame of the map
     camera (geometry.map_camera, which sees the whole scene) redrawn through the ground plane in the
     camera its chunk heads for, then encoded, so that ground the moving camera has not yet seen is
@@ -118,7 +147,8 @@ def map_slot(codec: Any, maps: torch.Tensor, dst_poses: torch.Tensor, geometry: 
     maps (B, 3, S, S) uint8, dst_poses (B, 4, 4), present (B,) bool (rows with a map; default all) ->
     (B, C + 1, s, s): the codec's latent of the redrawn frame and a mask of the latent cells the map
     sees (the latent 0 elsewhere, and all 0 in rows without a map). Pixel-space redrawing keeps the
-    map's detail: its frame is at a coarser scale than the moving camera's."""
+    map's detail: its frame is at a coarser scale than the moving camera's. `seen` (B, s, s) bool
+    (a model with map_unseen): cells whose ground the episode's frames have shown, masked out too."""
     if geometry.map_camera is None or geometry.map_pose is None or geometry.map_fovy is None:
         raise ValueError("a world model with start_map reads the start frame of the task's map camera, and this "
                          "task's geometry names none (the probe's map_camera, map_camera_fovy, map_camera_pose)")
@@ -133,6 +163,8 @@ def map_slot(codec: Any, maps: torch.Tensor, dst_poses: torch.Tensor, geometry: 
     s = latent.shape[-1]
     mask = reproject(latent.new_zeros(b, 1, 1, s, s), src, dst, geometry, size, codec.padded_size,
                      geometry.map_fovy)[:, 0, -1:]  # (B, 1, s, s)
+    if seen is not None:
+        mask = mask * (~seen.to(dev)).view(b, 1, s, s).to(mask.dtype)
     return torch.cat([latent * mask, mask], dim=1)
 
 
@@ -260,7 +292,12 @@ class LatentMemory:
         out = reproject(lat, src.to(dev), dst.to(dev), self.geometry, self.size, self.model.codec.padded_size)
         if self.maps is None:
             return out
-        drawn = map_slot(self.model.codec, self.maps[rows], dst.to(dev), self.geometry, placed)  # (B, C + 1, s, s)
+        seen = None
+        if self.model.cfg.map_unseen:  # (B, s, s) the ground each row's episode has shown: the map hidden there
+            cells = ground_cells(dst.numpy(), self.geometry, self.size, self.model.codec.padded_size, s)  # (B, s*s, 3)
+            seen = torch.from_numpy(np.stack([self.bank[row].was_seen(cells[j]).reshape(s, s)
+                                              for j, row in enumerate(rows)]))
+        drawn = map_slot(self.model.codec, self.maps[rows], dst.to(dev), self.geometry, placed, seen)  # (B, C + 1, s, s)
         return torch.cat([out, drawn[:, None].to(out)], dim=1)
 
     def _offer(self, row: int, latent: torch.Tensor, agent_pos: np.ndarray) -> None:

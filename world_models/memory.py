@@ -142,6 +142,7 @@ class SpatialMemory:
         self.points = np.empty((0, 3), np.float64)  # (P, 3) one world point per voxel
         self.source = np.empty(0, np.int64)  # (P,) the keyframe that first saw each point
         self.keyframes: dict[int, Any] = {}  # frame index -> payload
+        self.seen = np.empty(0, np.int64)  # (Q,) sorted voxel keys of every frame offered, keyframe or not
         self._cells = np.empty((0, 3))  # (M, 3) centres of the coarse cells that hold points
         self._members: list[np.ndarray] = []  # per cell, the indices of its points
 
@@ -152,6 +153,9 @@ class SpatialMemory:
         """Offer frame `t` (depth (H, W), its camera); True when it became a keyframe."""
         if t in self.keyframes:
             raise ValueError(f"frame {t} is already a keyframe of this episode; reset() between episodes")
+        # every pixel's voxel joins `seen` (a stride could skip voxels between its samples)
+        every = back_project(depth, intrinsics, pose)[np.asarray(depth).reshape(-1) < self.cfg.max_depth]
+        self.seen = np.union1d(self.seen, voxel_keys(every, self.cfg.voxel))
         near = np.asarray(depth)[:: self.cfg.stride, :: self.cfg.stride].reshape(-1) < self.cfg.max_depth
         points = back_project(depth, intrinsics, pose, self.cfg.stride)[near]
         if len(points) == 0:
@@ -171,6 +175,11 @@ class SpatialMemory:
         self._members = np.split(order, np.cumsum(np.bincount(inverse))[:-1])
         self._cells = np.stack([self.points[m].mean(axis=0) for m in self._members])
         return True
+
+    def was_seen(self, points: np.ndarray) -> np.ndarray:
+        """points (N, 3) -> (N,) bool: whether some frame offered since the reset saw each point's voxel
+        (every frame counts, not only keyframes; the set grows with the area seen, not with time)."""
+        return _member(voxel_keys(points, self.cfg.voxel), self.seen)
 
     def visible(self, intrinsics: np.ndarray, pose: np.ndarray, size: tuple[int, int]) -> dict[int, int]:
         """keyframe index -> number of its cached points inside the view of the given camera."""

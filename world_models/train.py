@@ -182,7 +182,7 @@ def train_dynamics(trainer: Trainer, model: LatentWorldModel, episodes: Sequence
     latents = encode_episodes(model.codec, episode_frames(episodes, model.cfg.camera))
     data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, model.cfg.instruction_buckets,
                          model.cfg.memory_frames, geometry, model.codec_cfg.image_size, model.codec.padded_size,
-                         model.codec if model.cfg.start_map else None)
+                         model.codec if model.cfg.start_map else None, model.cfg.map_unseen)
     batches = dynamics_batches(data, model.cfg, tcfg.batch_size, moving_fraction, trainer.seed, revisit_fraction)
     extra = {"ema_decay": tcfg.ema_decay} if tcfg.ema_decay else {}
     return trainer.fit("dynamics", Objective(model, dynamics_loss), tcfg, batches,

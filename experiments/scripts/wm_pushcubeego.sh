@@ -20,7 +20,8 @@
 #   fidelity  eval-wm on the held-out file: open loop by horizon and the revisit figures (reported)
 #   eval      the zoo's validation split (choices are made here), then its test split (reported);
 #             SPLITS=validation for the first alone
-# MAP=1 adds --model.start-map (the top camera's start frame as one more memory slot; memory models only).
+# MAP=1 adds --model.start-map (the top camera's start frame as one more memory slot; memory models only);
+# MAP=unseen also --model.map-unseen (the map only on ground the episode has not shown yet).
 # Results in $OUT (default runs/wm-ego<M>-figures).
 set -euo pipefail
 export MUJOCO_GL=egl
@@ -38,7 +39,8 @@ dynamics() {  # dynamics <run> <init> <steps> <lr> <revisit fraction>
   local init=(--init-from "$2")
   [[ -d "$1/latest" ]] && init=(--resume)
   OMP_NUM_THREADS=1 wmsuite train-wm --data $DATA --out "$1" "${init[@]}" --stage dynamics --model.camera ego \
-      --model.memory-frames "$MEMORY" $([[ $MAP == 1 ]] && echo --model.start-map) --dynamics.steps "$3" --dynamics.lr "$4" --revisit-fraction "$5" \
+      --model.memory-frames "$MEMORY" $([[ $MAP != 0 ]] && echo --model.start-map) \
+      $([[ $MAP == unseen ]] && echo --model.map-unseen) --dynamics.steps "$3" --dynamics.lr "$4" --revisit-fraction "$5" \
       --dynamics.save-every 250 --seed 1
 }
 mkdir -p "$OUT"

@@ -38,10 +38,11 @@ def episodes():
     return _episodes()
 
 
-def _model(episodes, memory_frames: int, start_map: bool, seed: int = 0) -> LatentWorldModel:
+def _model(episodes, memory_frames: int, start_map: bool, seed: int = 0, **overrides) -> LatentWorldModel:
     torch.manual_seed(seed)
-    codec_cfg = CodecConfig(kind="pixel", image_size=SIZE, downsample=4, width=16, blocks=1)
-    cfg = tiny_config(camera="ego", env_state_dim=6, memory_frames=memory_frames, start_map=start_map)
+    size = episodes[0].obs["ego"].shape[1]
+    codec_cfg = CodecConfig(kind="pixel", image_size=size, downsample=4, width=16, blocks=1)
+    cfg = tiny_config(camera="ego", env_state_dim=6, memory_frames=memory_frames, start_map=start_map, **overrides)
     model = LatentWorldModel(cfg, codec_cfg, state_stats(episodes))
     frames = torch.from_numpy(np.concatenate([ep.obs["ego"] for ep in episodes]).transpose(0, 3, 1, 2).copy())
     model.codec.fit_latent_stats(frames)
@@ -181,3 +182,53 @@ def test_open_loop_fidelity_rolls_a_memory_model_with_its_memory_posed_by_the_re
         len(episodes), 3, model.codec.latent_channels + 1, model.codec.latent_size, model.codec.latent_size))
     blind = fidelity.rollout_open_loop(model, episodes, geometry=geometry)
     assert not torch.equal(blind["latents"][:, 1:], out["latents"][:, 1:])  # the memory (the map from chunk 1) is read
+
+
+def test_the_cache_knows_which_ground_any_offered_frame_saw():
+    from wmsuite.envs.push_cube_ego import EGO_FOVY, EGO_HEIGHT
+    from wmsuite.world_models.memory import SpatialMemory, plane_depth
+
+    geometry, half = memory_geometry(ENV, "ego"), EGO_HEIGHT * np.tan(np.deg2rad(EGO_FOVY) / 2)  # the view's half-width
+    k, memory = geometry.intrinsics(64), SpatialMemory()
+    for t, x in enumerate((0.0, 0.01)):  # the second frame adds too little to be a keyframe: it still counts as seen
+        pose = ego_pose(np.array([x, 0.0]))
+        memory.add(t, plane_depth(k, pose, (64, 64)), k, pose)
+    assert list(memory.keyframes) == [0]
+    inside = np.array([[0.0, 0.0, 0.0], [half - 0.03, 0.0, 0.0], [0.01 + half - 0.02, 0.1, 0.0]])
+    outside = np.array([[half + 0.06, 0.0, 0.0], [0.0, -half - 0.05, 0.0], [0.4, 0.4, 0.0]])
+    assert memory.was_seen(inside).all() and not memory.was_seen(outside).any()
+    memory.reset()
+    assert not memory.was_seen(inside).any()
+
+
+def test_an_unseen_map_hides_the_ground_the_episode_has_shown_in_training_and_in_imagination():
+    from wmsuite.world_models.latent_memory import LatentMemory, ground_cells
+
+    geometry = memory_geometry(ENV, "ego")
+    with pytest.raises(ValueError, match="start_map"):
+        tiny_config(camera="ego", memory_frames=2, map_unseen=True)
+    episodes = _episodes(n=2, steps=20, size=64)  # every pixel 0.5 cm of table: the view's edge to a pixel
+    model = _model(episodes, 2, True, map_unseen=True)
+    latents = [model.codec.encode(torch.from_numpy(ep.obs["ego"]).permute(0, 3, 1, 2)) for ep in episodes]
+    data = LatentWindows(episodes, latents, model.cfg.context, model.cfg.chunk, 0, 2, geometry, 64,
+                         model.codec.padded_size, map_codec=model.codec, map_unseen=True)
+    s = model.codec.latent_size
+    late = [i for i in range(len(data)) if int(data.windows[i]["t"]) >= 10]
+    batch = data.batch(late)
+    for j, i in enumerate(late):  # the mask is 0 exactly where some frame up to t saw the cell's ground
+        e, t = int(data.windows[i]["episode_index"]), int(data.windows[i]["t"])
+        cells = ground_cells(data.views[e][t][None], geometry, 64, model.codec.padded_size, s)[0]  # (s*s, 3)
+        half = 0.372 * np.tan(np.deg2rad(25.0))  # the ego view's half-width on the table
+        shown = (np.abs(cells[:, None, :2] - episodes[e].state[None, : t + 1]) < half - 0.02).all(-1).any(-1)
+        hidden = (np.abs(cells[:, None, :2] - episodes[e].state[None, : t + 1]) > half + 0.02).any(-1).all(-1)
+        mask = batch["memory"][j, -1, -1].numpy().reshape(-1)
+        assert (mask[shown] == 0).all() and (mask[hidden] == 1).all()
+    assert 0 < batch["memory"][:, -1, -1].mean() < 1
+    # the learned simulator's memory hides the same cells for the same window
+    e, t = int(data.windows[late[0]]["episode_index"]), int(data.windows[late[0]]["t"])
+    memory = LatentMemory(model, geometry, 1)
+    memory.reset([0], latents[e][:1], episodes[e].state[:1], torch.from_numpy(episodes[e].obs["top"][:1]).permute(0, 3, 1, 2))
+    for f in range(1, t + 1):
+        memory.append(0, latents[e][f], episodes[e].state[f])
+    acts = torch.from_numpy(np.asarray(episodes[e].actions[t : t + model.cfg.chunk], np.float32))[None]
+    torch.testing.assert_close(memory.context(acts)[0, -1], batch["memory"][0, -1])
