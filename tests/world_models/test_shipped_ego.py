@@ -1,5 +1,5 @@
-"""The shipped PushCubeEgo pair (assets/wm/pushcubeego with spatial memory, -nomem without): one recipe
-that differs only in the memory, and the memory model as a learned simulator of the task, its memory
+"""The shipped PushCubeEgo pair (assets/wm/pushcubeego with spatial memory and its start map, -nomem
+without): one recipe that differs only in the memory, and the memory model as a learned simulator of the task, its memory
 kept per sub-environment and reset with the episode."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import torch
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "wm"
 
 
-def test_the_pair_differs_only_in_the_memory():
+def test_the_pair_differs_only_in_the_memory_and_its_map():
     with_memory = json.loads((ASSETS / "pushcubeego" / "config.json").read_text())
     without = json.loads((ASSETS / "pushcubeego-nomem" / "config.json").read_text())
     assert with_memory["env_id"] == without["env_id"] == "wmsuite/PushCubeEgo-v0"
     assert with_memory["world_model"]["memory_frames"] == 2 and without["world_model"]["memory_frames"] == 0
     differ = {k for k in with_memory["world_model"] if with_memory["world_model"][k] != without["world_model"].get(k)}
-    assert differ == {"memory_frames"}
+    assert "memory_frames" in differ and differ <= {"memory_frames", "start_map", "map_unseen"}
     assert with_memory["world_model"]["camera"] == "ego" and with_memory["step"] == without["step"]
     assert with_memory["codec"] == without["codec"] and with_memory["heads_steps"] == without["heads_steps"]
 
