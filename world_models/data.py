@@ -113,10 +113,13 @@ class LatentWindows:
         if map_codec is not None:
             cam = geometry.map_camera if memory_frames else None
             missing = [i for i, ep in enumerate(episodes) if cam not in ep.obs]
-            if cam is None or missing:
-                raise ValueError(f"a model with start_map reads each episode's start frame of the task's map camera "
-                                 f"({cam or 'none named by the task probe'}); episode {missing[:1] or 0} has "
-                                 f"cameras {sorted(episodes[(missing or [0])[0]].obs)}: record the data with it")
+            if cam is None:
+                raise ValueError("a model with start_map reads each episode's start frame of the task's map camera, "
+                                 "and the task probe names none (map_camera)")
+            if missing:
+                raise ValueError(f"a model with start_map reads each episode's start frame of the map camera {cam!r}; "
+                                 f"episode {missing[0]} records only {sorted(episodes[missing[0]].obs)}: record the "
+                                 f"data with {cam!r} too")
             # per episode (3, S, S) uint8, the map camera's first frame
             self.maps = torch.from_numpy(np.stack([ep.obs[cam][0] for ep in episodes])).permute(0, 3, 1, 2).contiguous()
         self.seen = None  # per episode (T+1, s, s) bool: window t's cells whose ground frames 0..t showed

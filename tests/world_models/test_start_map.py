@@ -117,7 +117,7 @@ def test_a_start_map_model_reads_the_map_last_and_starts_as_its_memory_source(ep
     loss, _ = mapped.loss(batch)
     loss.backward()
     assert mapped.denoiser.conv_in.weight.grad[:, -(c + 1):].abs().sum() > 0  # the map's channels learn
-    with pytest.raises(ValueError, match="cameras"):
+    with pytest.raises(ValueError, match="episode 0 records only \\['ego'\\]"):
         LatentWindows([_without_top(ep) for ep in episodes], *args[1:], map_codec=mapped.codec)
 
 
