@@ -142,8 +142,8 @@ def run(cfg: EvalWMConfig) -> int:
                   f"{model.cfg.camera!r}")
         print(f"note: {reason}; the detector figures (object_error, object_detect_rate, "
               "success_agreement_detector, contact) are skipped")
+    geometry = memory_geometry(env_id, model.cfg.camera) if model.cfg.memory_frames else None  # refused here, not later
     replays = _replays(cfg, probe, episodes, model.cfg.camera) if cfg.replays else {}
-    geometry = memory_geometry(env_id, model.cfg.camera) if model.cfg.memory_frames else None
     start = time.time()
     metrics = evaluate_fidelity(model, episodes, probe, horizons=cfg.horizons,
                                 batch_size=cfg.batch_size, seed=cfg.seed, steps=cfg.sampling_steps or None,
