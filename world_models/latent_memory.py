@@ -12,7 +12,7 @@ the context frames do not show, and what a memory can add.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -128,7 +128,7 @@ def episode_seen(poses: np.ndarray, views: np.ndarray, geometry: MemoryGeometry,
     """For every frame t of one episode, which cells of window t's view (views[t]) show ground that frames
     0..t saw: poses, views (T+1, 4, 4) -> (T+1, s, s) bool, as `LatentMemory` finds it in imagination
     (`SpatialMemory.was_seen`, the ground plane's depth at image_size)."""
-    k, memory = geometry.intrinsics(image_size), SpatialMemory(cfg or MemoryConfig())
+    k, memory = geometry.intrinsics(image_size), SpatialMemory(replace(cfg or MemoryConfig(), track_seen=True))
     out = np.zeros((len(poses), s, s), bool)
     for t in range(len(poses)):
         memory.add(t, plane_depth(k, poses[t], (image_size, image_size), geometry.plane_z), k, poses[t])
@@ -215,6 +215,8 @@ class LatentMemory:
         if not model.cfg.memory_frames:
             raise ValueError("LatentMemory serves a world model trained with memory (memory_frames > 0)")
         self.model, self.geometry, self.cfg, self.poses = model, geometry, cfg or MemoryConfig(), poses
+        if model.cfg.map_unseen:  # the map is hidden where the episode has looked: the cache keeps where that is
+            self.cfg = replace(self.cfg, track_seen=True)
         self.size = model.codec_cfg.image_size
         self.k = geometry.intrinsics(self.size)
         self.bank = MemoryBank(rows, self.cfg)

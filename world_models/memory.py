@@ -58,6 +58,9 @@ class MemoryConfig:
     max_depth: float = 2.0
     """Depths at or beyond this many metres are background (a renderer writes its far plane where a
     ray hits nothing) and are not cached."""
+    track_seen: bool = False
+    """Also keep the voxel of every pixel of every frame offered (`SpatialMemory.was_seen`, what a start
+    map hides); off, adding a frame back-projects only every stride-th pixel."""
 
     def __post_init__(self) -> None:
         if not self.voxel > 0 or not self.cell >= self.voxel:
@@ -153,9 +156,9 @@ class SpatialMemory:
         """Offer frame `t` (depth (H, W), its camera); True when it became a keyframe."""
         if t in self.keyframes:
             raise ValueError(f"frame {t} is already a keyframe of this episode; reset() between episodes")
-        # every pixel's voxel joins `seen` (a stride could skip voxels between its samples)
-        every = back_project(depth, intrinsics, pose)[np.asarray(depth).reshape(-1) < self.cfg.max_depth]
-        self.seen = np.union1d(self.seen, voxel_keys(every, self.cfg.voxel))
+        if self.cfg.track_seen:  # every pixel's voxel joins `seen` (a stride could skip voxels between samples)
+            every = back_project(depth, intrinsics, pose)[np.asarray(depth).reshape(-1) < self.cfg.max_depth]
+            self.seen = np.union1d(self.seen, voxel_keys(every, self.cfg.voxel))
         near = np.asarray(depth)[:: self.cfg.stride, :: self.cfg.stride].reshape(-1) < self.cfg.max_depth
         points = back_project(depth, intrinsics, pose, self.cfg.stride)[near]
         if len(points) == 0:
@@ -178,7 +181,10 @@ class SpatialMemory:
 
     def was_seen(self, points: np.ndarray) -> np.ndarray:
         """points (N, 3) -> (N,) bool: whether some frame offered since the reset saw each point's voxel
-        (every frame counts, not only keyframes; the set grows with the area seen, not with time)."""
+        (every frame counts, not only keyframes; the set grows with the area seen, not with time).
+        Needs MemoryConfig.track_seen."""
+        if not self.cfg.track_seen:
+            raise ValueError("was_seen needs a cache built with MemoryConfig(track_seen=True)")
         return _member(voxel_keys(points, self.cfg.voxel), self.seen)
 
     def visible(self, intrinsics: np.ndarray, pose: np.ndarray, size: tuple[int, int]) -> dict[int, int]:

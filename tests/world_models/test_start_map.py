@@ -186,10 +186,10 @@ def test_open_loop_fidelity_rolls_a_memory_model_with_its_memory_posed_by_the_re
 
 def test_the_cache_knows_which_ground_any_offered_frame_saw():
     from wmsuite.envs.push_cube_ego import EGO_FOVY, EGO_HEIGHT
-    from wmsuite.world_models.memory import SpatialMemory, plane_depth
+    from wmsuite.world_models.memory import MemoryConfig, SpatialMemory, plane_depth
 
     geometry, half = memory_geometry(ENV, "ego"), EGO_HEIGHT * np.tan(np.deg2rad(EGO_FOVY) / 2)  # the view's half-width
-    k, memory = geometry.intrinsics(64), SpatialMemory()
+    k, memory = geometry.intrinsics(64), SpatialMemory(MemoryConfig(track_seen=True))
     for t, x in enumerate((0.0, 0.01)):  # the second frame adds too little to be a keyframe: it still counts as seen
         pose = ego_pose(np.array([x, 0.0]))
         memory.add(t, plane_depth(k, pose, (64, 64)), k, pose)
@@ -199,6 +199,8 @@ def test_the_cache_knows_which_ground_any_offered_frame_saw():
     assert memory.was_seen(inside).all() and not memory.was_seen(outside).any()
     memory.reset()
     assert not memory.was_seen(inside).any()
+    with pytest.raises(ValueError, match="track_seen"):
+        SpatialMemory().was_seen(inside)
 
 
 def test_an_unseen_map_hides_the_ground_the_episode_has_shown_in_training_and_in_imagination():
