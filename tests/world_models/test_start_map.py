@@ -234,3 +234,17 @@ def test_an_unseen_map_hides_the_ground_the_episode_has_shown_in_training_and_in
         memory.append(0, latents[e][f], episodes[e].state[f])
     acts = torch.from_numpy(np.asarray(episodes[e].actions[t : t + model.cfg.chunk], np.float32))[None]
     torch.testing.assert_close(memory.context(acts)[0, -1], batch["memory"][0, -1])
+
+
+def test_a_start_map_model_is_refused_on_a_task_without_a_map_camera_before_any_work(monkeypatch):
+    from dataclasses import replace
+
+    from wmsuite.envs import probes
+
+    ego = probes.get_probe(ENV)
+    assert memory_geometry(ENV, "ego", start_map=True).map_camera == "top"
+    monkeypatch.setattr(probes, "get_probe", lambda env_id: replace(ego, map_camera=None, map_camera_fovy=None,
+                                                                     map_camera_pose=None))
+    assert memory_geometry(ENV, "ego").map_camera is None  # a memory without a map still has its geometry
+    with pytest.raises(ValueError, match="names none \\(map_camera"):
+        memory_geometry(ENV, "ego", start_map=True)

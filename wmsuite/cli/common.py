@@ -83,9 +83,10 @@ def setup_logging() -> None:
     logging.basicConfig(level=os.environ.get("WMSUITE_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
 
 
-def memory_geometry(env_id: str, camera: str):
+def memory_geometry(env_id: str, camera: str, start_map: bool = False):
     """The spatial memory's `MemoryGeometry` for a world model of `camera` on `env_id`, from the task
-    probe's moving camera; a ValueError that says why where there is none."""
+    probe's moving camera (and map camera, which a model with `start_map` needs); a ValueError that says
+    why where there is none."""
     from wmsuite.envs.probes import get_probe
     from wmsuite.world_models.latent_memory import MemoryGeometry
 
@@ -96,6 +97,9 @@ def memory_geometry(env_id: str, camera: str):
     if camera != probe.moving_camera:
         raise ValueError(f"the spatial memory follows {env_id}'s moving camera {probe.moving_camera!r}, but the world "
                          f"model generates {camera!r}; train it with --model.camera {probe.moving_camera}")
+    if start_map and probe.map_camera is None:
+        raise ValueError(f"a world model with a start map (--model.start-map) reads the start frame of a fixed camera "
+                         f"that sees the whole scene; {env_id}'s probe names none (map_camera; PushCubeEgo's does)")
     return MemoryGeometry(fovy=probe.moving_camera_fovy, pose_fn=probe.moving_camera_pose,
                           advance_fn=probe.moving_camera_advance, map_camera=probe.map_camera,
                           map_fovy=probe.map_camera_fovy, map_pose=probe.map_camera_pose)

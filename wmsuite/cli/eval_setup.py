@@ -223,7 +223,7 @@ def make_env_factory(cfg: EvalConfig, model, round_trip_model=None, novelty=None
         raise ValueError(f"--judge latched needs a gripper command to latch grasps on, and {cfg.env}'s probe "
                          "names none (grasp_action); use --judge tracked")
     if model.cfg.memory_frames:  # a model with memory on a task without a moving camera: refused before any episode
-        memory_geometry(cfg.env, model.cfg.camera)
+        memory_geometry(cfg.env, model.cfg.camera, model.cfg.start_map)
     return EnvFactory(replace(cfg, judge=judge), model, round_trip_model, env_kwargs(cfg, model), novelty)
 
 
@@ -264,7 +264,8 @@ class EnvFactory:
                                     start_reading=probe.object_xy if probe is not None and cfg.round_trip else None,
                                     round_trip_model=self.round_trip_model, env_kwargs=self.env_kwargs,
                                     novelty=self.novelty, noise_seed=cfg.noise_seed,
-                                    memory_geometry=memory_geometry(cfg.env, self.model.cfg.camera)
+                                    memory_geometry=memory_geometry(cfg.env, self.model.cfg.camera,
+                                                                    self.model.cfg.start_map)
                                     if self.model.cfg.memory_frames else None,
                                     # a camera riding on the agent cannot show where it is: dead-reckon it
                                     agent_advance=probe.moving_camera_advance if probe is not None

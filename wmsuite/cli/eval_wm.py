@@ -142,7 +142,8 @@ def run(cfg: EvalWMConfig) -> int:
                   f"{model.cfg.camera!r}")
         print(f"note: {reason}; the detector figures (object_error, object_detect_rate, "
               "success_agreement_detector, contact) are skipped")
-    geometry = memory_geometry(env_id, model.cfg.camera) if model.cfg.memory_frames else None  # refused here, not later
+    # a model with memory on a task that cannot serve it: refused here, before any rollout
+    geometry = memory_geometry(env_id, model.cfg.camera, model.cfg.start_map) if model.cfg.memory_frames else None
     replays = _replays(cfg, probe, episodes, model.cfg.camera) if cfg.replays else {}
     start = time.time()
     metrics = evaluate_fidelity(model, episodes, probe, horizons=cfg.horizons,
@@ -157,7 +158,8 @@ def run(cfg: EvalWMConfig) -> int:
     if cfg.revisit_gap and probe.moving_camera is not None and model.cfg.camera == probe.moving_camera:
         from wmsuite.eval_harness.revisits import revisit_fidelity
 
-        metrics.update(revisit_fidelity(model, episodes, memory_geometry(env_id, model.cfg.camera), probe.object_xy,
+        metrics.update(revisit_fidelity(model, episodes, memory_geometry(env_id, model.cfg.camera, model.cfg.start_map),
+                                        probe.object_xy,
                                         gap=cfg.revisit_gap, batch_size=cfg.batch_size, seed=cfg.seed,
                                         steps=cfg.sampling_steps or None))
     metrics.update({k: v.tolist() if hasattr(v, "tolist") else v for k, v in replays.items()})

@@ -216,7 +216,8 @@ def run(cfg: TrainWMConfig) -> int:
             return 0
         geometry = None
         if model.cfg.memory_frames or cfg.revisit_fraction:
-            geometry = memory_geometry(cfg.env or recorded_env_id(str(files[0]), episodes), model.cfg.camera)
+            geometry = memory_geometry(cfg.env or recorded_env_id(str(files[0]), episodes), model.cfg.camera,
+                                       model.cfg.start_map)
         resume_state = cfg.resume and is_checkpoint(trainer.state_dir("dynamics"))
         before = json.loads((out / "latest" / "config.json").read_text())["step"] if is_checkpoint(out / "latest") else -1
         from_latest = cfg.resume and not resume_state and before >= 0
@@ -336,7 +337,8 @@ def _heads(cfg: TrainWMConfig, trainer: Trainer, episodes: list, resume: bool = 
                               probe.success_from_env_state)
     geometry = None
     if model.cfg.memory_frames:
-        geometry = memory_geometry(cfg.env or recorded_env_id(str(data_files(cfg.data)[0]), episodes), model.cfg.camera)
+        geometry = memory_geometry(cfg.env or recorded_env_id(str(data_files(cfg.data)[0]), episodes), model.cfg.camera,
+                                   model.cfg.start_map)
     began = time.time()
     logs = train_heads(trainer, model, episodes, cfg.heads_train, cfg.heads, labels, step=int(saved["step"]),
                        extra={k: saved[k] for k in ("ema_decay", *DISTILLED) if k in saved}, resume=resume,
