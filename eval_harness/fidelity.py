@@ -60,8 +60,8 @@ from wmsuite.types import Episode
 from wmsuite.world_models import LatentWorldModel
 from wmsuite.world_models.codec import reconstruction_psnr, split_cameras, stack_cameras
 from wmsuite.world_models.config import camera_names
-from wmsuite.world_models.data import map_frame, time_reversed
-from wmsuite.world_models.latent_memory import LatentMemory, MemoryGeometry
+from wmsuite.world_models.data import recorded_memory, time_reversed
+from wmsuite.world_models.latent_memory import MemoryGeometry
 from wmsuite.world_models.model import BACKWARD, FORWARD
 from wmsuite.world_models.rollout import WorldModelState, rollout
 
@@ -132,7 +132,7 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
     if with_memory and geometry is None:
         raise ValueError("a world model with spatial memory rolls out with it: pass geometry, the task's moving "
                          "camera (wmsuite.cli.common.memory_geometry)")
-    memory = _memory(model, geometry, episodes, z0[:, None], [0] * n) if with_memory else None
+    memory = recorded_memory(model, geometry, episodes, z0[:, None], [0] * n, [0] * n) if with_memory else None
     lat, _ = rollout(model, WorldModelState.from_latents(z0[:, None], k), act, direction, steps, gen, memory)
     latents_t = torch.cat([z0[:, None], lat], dim=1)  # (N, n_chunks*H + 1, C, s, s)
     idm_t = torch.cat([(model.inverse_dynamics(latents_t[:, j * h], lat[:, j * h : (j + 1) * h])
@@ -144,8 +144,8 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
         ctx_idx = torch.tensor([[max(0, ends[i] - h - k + 1 + m) for m in range(k)] for i in partial])  # (P, K)
         ctx = latents_t[torch.tensor(partial)[:, None], ctx_idx]  # (P, K, C, s, s)
         last_act = torch.stack([act[i, ends[i] - h : ends[i]] for i in partial])  # (P, H, A)
-        memory = _memory(model, geometry, [episodes[i] for i in partial], latents_t[partial],
-                         [ends[i] - h for i in partial]) if with_memory else None
+        memory = recorded_memory(model, geometry, [episodes[i] for i in partial], latents_t[partial],
+                                 [0] * len(partial), [ends[i] - h for i in partial]) if with_memory else None
         lat, _ = rollout(model, WorldModelState(ctx), last_act, direction, steps, gen, memory)  # (P, H, C, s, s)
         err = (model.inverse_dynamics(ctx[:, -1], lat) - last_act).abs().mean(-1)  # (P, H)
         for p, i in enumerate(partial):
@@ -156,24 +156,6 @@ def rollout_open_loop(model: LatentWorldModel, episodes: Sequence[Episode], seed
     return {"latents": latents_t, "idm_error": idm_t.numpy(),
             "success_prob": torch.sigmoid(heads["success_logit"]).numpy(),
             "env_state": heads["environment_state"].numpy()}
-
-
-def _memory(model: LatentWorldModel, geometry: MemoryGeometry, episodes: Sequence[Episode], latents: torch.Tensor,
-            upto: Sequence[int]) -> LatentMemory:
-    """The memory of open-loop rollouts of `episodes` whose rows hold frames 0..upto[i] of latents (N, T', C,
-    s, s) (the real first frame, then generated ones); the frames the rollout adds are posed by the
-    episode's recorded agent positions."""
-
-    def recorded(lat: torch.Tensor) -> np.ndarray:  # (N, H, C, s, s) -> (N, H, D)
-        return np.stack([ep.state[np.minimum(np.arange(t + 1, t + lat.shape[1] + 1), ep.length)]
-                         for ep, t in zip(episodes, memory.t)])
-
-    memory = LatentMemory(model, geometry, len(episodes), poses=recorded)
-    for j, ep in enumerate(episodes):
-        memory.reset([j], latents[j, :1], ep.state[:1], map_frame(ep, geometry) if model.cfg.start_map else None)
-        for f in range(1, upto[j] + 1):
-            memory.append(j, latents[j, f], ep.state[min(f, ep.length)])
-    return memory
 
 
 @torch.no_grad()

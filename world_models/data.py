@@ -331,17 +331,26 @@ def _true_pose_memory(model: LatentWorldModel, geometry: MemoryGeometry, episode
     """generated_head_data's memory for one batch of windows: each row's real frames up to its start
     (the start alone for a reset-like window), then its generated frames, posed by the recorded agent
     positions of the frames they stand for."""
-    first = np.where(single, starts, 0)  # the episode frame each row's memory starts at
+    frames = [latents[offsets[a] : offsets[a] + episodes[a].length + 1] for a in eps]
+    return recorded_memory(model, geometry, [episodes[a] for a in eps], frames, np.where(single, starts, 0), starts)
+
+
+def recorded_memory(model: LatentWorldModel, geometry: MemoryGeometry, episodes: Sequence[Episode],
+                    frames: Sequence[torch.Tensor], first: Sequence[int], upto: Sequence[int]) -> LatentMemory:
+    """The memory of rollouts along recorded episodes: row j starts at episode frame first[j] (its map
+    frame there, for a start_map model) and holds frames[j][first[j] .. upto[j]] (each (T+1, C, s, s),
+    indexed by episode frame); the frames a rollout adds later are posed by the recorded agent positions
+    of the frames they stand for."""
 
     def recorded(lat: torch.Tensor) -> np.ndarray:  # (b, H, C, s, s) -> (b, H, D)
-        newest = first + memory.t  # the episode frame of each row's newest frame, before these
-        return np.stack([episodes[a].state[np.minimum(np.arange(n + 1, n + h + 1), episodes[a].length)]
-                         for a, n in zip(eps, newest)])
+        newest = np.asarray(first) + memory.t  # the episode frame of each row's newest frame, before these
+        return np.stack([ep.state[np.minimum(np.arange(n + 1, n + lat.shape[1] + 1), ep.length)]
+                         for ep, n in zip(episodes, newest)])
 
-    memory = LatentMemory(model, geometry, len(eps), poses=recorded)
-    for j, (a, f0, t) in enumerate(zip(eps, first, starts)):
-        memory.reset([j], latents[offsets[a] + f0][None], episodes[a].state[f0][None],
-                     map_frame(episodes[a], geometry, f0) if model.cfg.start_map else None)
+    memory = LatentMemory(model, geometry, len(episodes), poses=recorded)
+    for j, (ep, f0, t) in enumerate(zip(episodes, first, upto)):
+        memory.reset([j], frames[j][f0][None], ep.state[f0][None],
+                     map_frame(ep, geometry, f0) if model.cfg.start_map else None)
         for f in range(f0 + 1, t + 1):
-            memory.append(j, latents[offsets[a] + f], episodes[a].state[f])
+            memory.append(j, frames[j][f], ep.state[f])
     return memory

@@ -164,13 +164,13 @@ def test_open_loop_fidelity_rolls_a_memory_model_with_its_memory_posed_by_the_re
     model, geometry = _model(episodes, 2, True), memory_geometry(ENV, "ego")
     with pytest.raises(ValueError, match="geometry"):
         fidelity.rollout_open_loop(model, episodes)
-    original, kept = fidelity._memory, []
+    original, kept = fidelity.recorded_memory, []
 
     def spy(*args):
         kept.append(original(*args))
         return kept[-1]
 
-    monkeypatch.setattr(fidelity, "_memory", spy)
+    monkeypatch.setattr(fidelity, "recorded_memory", spy)
     out = fidelity.rollout_open_loop(model, episodes, geometry=geometry)
     (memory,) = kept
     steps = out["latents"].shape[1] - 1  # whole chunks: the episodes' 20 steps
